@@ -1,0 +1,55 @@
+# ingot: `make help` lists the targets.
+SHELL := /bin/bash
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+GO ?= go
+export CGO_ENABLED ?= 0
+# Every Go package that has fuzz targets; each runs FUZZTIME in `make test`.
+FUZZTIME ?= 10s
+LONGFUZZ ?= 10m
+
+.PHONY: help build deps test test-unit test-integration test-e2e fuzz fuzz-short lint bench lab lab-down clean
+
+help: ## list the targets
+	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}'
+
+build: ## build the static binaries into bin/
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot ./cmd/ingot
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent ./cmd/ingot-agent
+
+deps: ## install the Debian packages tests, lab and benchmarks use (root; apt-get)
+	@.ci/deps
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l cmd pkg); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration,e2e ./...
+
+test: deps lint test-unit test-integration fuzz-short test-e2e ## every test tier (root for the namespace and VM tiers)
+
+test-unit: ## unit tier, with the race detector
+	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+test-integration: build ## namespace tier: real sockets and real clients in network namespaces (root)
+	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -count=1 -p 1 -run 'Integration' -timeout 20m ./...
+
+test-e2e: build ## QEMU tier: real VMs network-boot (root; TCG)
+	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m ./...
+
+fuzz-short: ## every fuzz target for FUZZTIME (default 10s)
+	@.ci/fuzz $(FUZZTIME)
+
+fuzz: ## every fuzz target for LONGFUZZ (default 10m)
+	@.ci/fuzz $(LONGFUZZ)
+
+bench: build ## benchmarks side by side with peers (dnsmasq, kea, tftpd-hpa, nginx, dd); ratios printed
+	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -p 1 -timeout 60m ./...
+
+lab: build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
+	./bin/ingot lab up --wait
+
+lab-down: ## remove everything the lab made
+	./bin/ingot lab down
+
+clean: ## remove build outputs
+	rm -rf bin

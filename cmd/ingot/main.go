@@ -1,0 +1,97 @@
+// Command ingot is the provisioning server and the operator CLI in one static
+// binary. Each subcommand lives in its own file of this folder; the explicit
+// list in commands() is the only registry.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time: -ldflags "-X main.version=..."
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	var ee exitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(int(ee))
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "ingot:", err)
+		os.Exit(1)
+	}
+}
+
+// command is one subcommand of ingot.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// commands lists every subcommand, in the order `ingot help` shows them.
+func commands() []command {
+	return []command{
+		{"serve", "run DHCP, TFTP, HTTP boot and the API on one interface", runServe},
+		{"recipe", "lint, diff and describe recipes (server classes)", runRecipe},
+		{"machine", "enroll and manage machines: add, ls, show, rm, set-recipe, inspect", runMachine},
+		{"inventory", "show a machine's hardware inventory, its history and diffs", runInventory},
+		{"events", "show a machine's event log", runEvents},
+		{"bmc", "talk to a BMC over Redfish: inventory, power, boot", runBMC},
+		{"vbmc", "run virtual Redfish BMCs from mockups or QEMU", runVBMC},
+		{"reimage", "re-image machines from their recipe", runReimage},
+		{"rollout", "provision a recipe's machines in waves", runRollout},
+		{"token", "create, list and revoke API tokens", runToken},
+		{"image", "build, import and list golden images", runImage},
+		{"initramfs", "build the agent's initramfs", runInitramfs},
+		{"lab", "a network-booting QEMU lab in a network namespace", runLab},
+		{"version", "print the version", runVersion},
+	}
+}
+
+// errUsage marks an error already explained to the user on stderr.
+var errUsage = errors.New("usage")
+
+// exitError asks main to exit with a code without printing more.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout)
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, e, args[1:])
+		}
+	}
+	fmt.Fprintf(stderr, "ingot: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return errUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "ingot %s: provision GPU fleets from recipes\n\nUsage: ingot COMMAND [flags]\n\nCommands:\n", version)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'ingot COMMAND -h' for a command's flags.")
+}
+
+func runVersion(_ context.Context, e *env, _ []string) error {
+	fmt.Fprintln(e.stdout, version)
+	return nil
+}

@@ -1,0 +1,5 @@
+module github.com/ingot-dev/ingot
+
+go 1.26.8
+
+require golang.org/x/sys v0.31.0

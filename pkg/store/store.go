@@ -1,0 +1,140 @@
+// Package store persists machines, inventory snapshots, events, DHCP leases,
+// jobs and API tokens. The Store interface is what ingot's other packages use;
+// Open returns the embedded bbolt implementation (one file). An etcd
+// implementation can stand beside it behind the same interface.
+//
+// Consumers should declare the narrower interface they need (for example the
+// DHCP server needs only the lease and machine-lookup methods) and accept a
+// Store wherever one is wired in cmd/.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// Sentinel errors. Test with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	ErrConflict = errors.New("conflict") // e.g. a MAC or IP already belongs to another record
+	ErrClosed   = errors.New("store is closed")
+)
+
+// Lease is one DHCP lease.
+type Lease struct {
+	MAC       string     `json:"mac"` // normalized, lower-case colon form
+	IP        netip.Addr `json:"ip"`
+	Hostname  string     `json:"hostname,omitempty"`
+	MachineID string     `json:"machine_id,omitempty"`
+	Subnet    string     `json:"subnet,omitempty"` // CIDR of the pool it came from
+	Expires   time.Time  `json:"expires"`
+	State     string     `json:"state"` // "offered", "bound", "released", "declined"
+	Updated   time.Time  `json:"updated"`
+}
+
+// JobState is where a job stands.
+type JobState string
+
+// Job states.
+const (
+	JobPending   JobState = "pending"
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+	JobCancelled JobState = "cancelled"
+)
+
+// Job is persisted work that survives a restart: a reimage, a rollout wave.
+type Job struct {
+	ID       string          `json:"id"`
+	Kind     string          `json:"kind"` // "reimage", "rollout", "inspect"
+	Machines []string        `json:"machines,omitempty"`
+	State    JobState        `json:"state"`
+	Step     string          `json:"step,omitempty"`
+	Attempt  int             `json:"attempt,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Spec     json.RawMessage `json:"spec,omitempty"`   // kind-specific input
+	Status   json.RawMessage `json:"status,omitempty"` // kind-specific progress
+	Created  time.Time       `json:"created"`
+	Updated  time.Time       `json:"updated"`
+	Deadline time.Time       `json:"deadline,omitempty"` // of the current step
+}
+
+// Snapshot is one stored inventory of a machine.
+type Snapshot struct {
+	Seq       uint64            `json:"seq"`
+	MachineID string            `json:"machine_id"`
+	Taken     time.Time         `json:"taken"`
+	Inventory machine.Inventory `json:"inventory"`
+}
+
+// Token is an API bearer token. Only its SHA-256 is stored.
+type Token struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Hash    string    `json:"hash"`             // hex sha256 of the secret
+	Scope   string    `json:"scope"`            // "operator" or "machine:<id>"
+	JobID   string    `json:"job_id,omitempty"` // machine tokens expire with their job
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires,omitempty"`
+	Revoked bool      `json:"revoked,omitempty"`
+}
+
+// MachineFilter selects machines in List; zero fields match all.
+type MachineFilter struct {
+	Recipe string
+	State  machine.State
+	Rack   string
+}
+
+// Store is everything ingot persists. Every method takes a context; the
+// bbolt implementation honours cancellation before it starts a transaction.
+type Store interface {
+	// Machines. Get accepts an ID or a name.
+	CreateMachine(ctx context.Context, m *machine.Machine) error
+	GetMachine(ctx context.Context, idOrName string) (*machine.Machine, error)
+	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
+	MachineBySerial(ctx context.Context, serial string) (*machine.Machine, error)
+	MachineByBMC(ctx context.Context, endpoint string) (*machine.Machine, error)
+	ListMachines(ctx context.Context, f MachineFilter) ([]machine.Machine, error)
+	// UpdateMachine runs fn on a copy inside one transaction and stores the
+	// result (indexes kept in step); an error from fn aborts.
+	UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error)
+	DeleteMachine(ctx context.Context, idOrName string) error
+
+	// Inventory snapshots, newest kept up to the store's history limit.
+	PutInventory(ctx context.Context, machineID string, inv machine.Inventory) (uint64, error)
+	Inventories(ctx context.Context, machineID string) ([]Snapshot, error) // oldest first
+	Inventory(ctx context.Context, machineID string, seq uint64) (*Snapshot, error)
+
+	// Events: append-only per machine. Seq is assigned by the store.
+	AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error)
+	Events(ctx context.Context, machineID string, afterSeq uint64, limit int) ([]machine.Event, error)
+
+	// Leases. PutLease returns only after the lease is durably committed
+	// (group commit: concurrent calls share one fsync).
+	PutLease(ctx context.Context, l Lease) error
+	LeaseByMAC(ctx context.Context, mac string) (*Lease, error)
+	LeaseByIP(ctx context.Context, ip netip.Addr) (*Lease, error)
+	ListLeases(ctx context.Context) ([]Lease, error)
+	DeleteLease(ctx context.Context, mac string) error
+
+	// Jobs.
+	CreateJob(ctx context.Context, j *Job) error
+	GetJob(ctx context.Context, id string) (*Job, error)
+	ListJobs(ctx context.Context, state JobState) ([]Job, error) // "" = all
+	UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*Job, error)
+
+	// Tokens.
+	PutToken(ctx context.Context, t Token) error
+	TokenByHash(ctx context.Context, hash string) (*Token, error)
+	ListTokens(ctx context.Context) ([]Token, error)
+
+	Close() error
+}
