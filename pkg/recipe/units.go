@@ -3,6 +3,7 @@ package recipe
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -26,10 +27,11 @@ func ParseSize(s string) (Size, error) {
 	for _, u := range sizeUnits {
 		if num, ok := strings.CutSuffix(t, u.suffix); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || f < 0 {
+			b := math.Round(f * u.mult)
+			if err != nil || !(b >= 0 && b < math.MaxInt64) {
 				break
 			}
-			return Size(f * u.mult), nil
+			return Size(b), nil
 		}
 	}
 	return 0, fmt.Errorf("size %q: expected a number and a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. 80GiB", s)
@@ -38,17 +40,17 @@ func ParseSize(s string) (Size, error) {
 // Bytes returns the size in bytes.
 func (s Size) Bytes() int64 { return int64(s) }
 
-// String prints the size in the largest binary unit that divides it.
+// String prints the size with the unit that gives the smallest whole
+// number: 80GiB, 2TiB, 1TB, 1920GB; bytes when no unit divides it.
 func (s Size) String() string {
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if s != 0 && int64(s)%u.mult == 0 {
-			return fmt.Sprintf("%d%s", int64(s)/u.mult, u.suffix)
+	best, unit := int64(s), "B"
+	for _, u := range sizeUnits {
+		m := int64(u.mult)
+		if s != 0 && int64(s)%m == 0 && int64(s)/m < best {
+			best, unit = int64(s)/m, u.suffix
 		}
 	}
-	return fmt.Sprintf("%dB", int64(s))
+	return fmt.Sprintf("%d%s", best, unit)
 }
 
 // MarshalJSON writes the size as its string form.
@@ -77,10 +79,11 @@ func ParseSpeed(s string) (Speed, error) {
 	}{{"Tbps", 1e6}, {"Gbps", 1e3}, {"Mbps", 1}} {
 		if num, ok := strings.CutSuffix(t, u.suffix); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-			if err != nil || f <= 0 {
+			m := math.Round(f * u.mult)
+			if err != nil || !(m > 0 && m < math.MaxInt64) {
 				break
 			}
-			return Speed(f * u.mult), nil
+			return Speed(m), nil
 		}
 	}
 	return 0, fmt.Errorf("speed %q: expected a number and Mbps, Gbps or Tbps, e.g. 400Gbps", s)

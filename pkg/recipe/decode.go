@@ -1,0 +1,518 @@
+package recipe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxNodes bounds the work one file may cause (aliases can repeat a node
+// many times); a real recipe has a few hundred nodes.
+const maxNodes = 100_000
+
+var (
+	typeSize     = reflect.TypeFor[Size]()
+	typeSpeed    = reflect.TypeFor[Speed]()
+	typeDuration = reflect.TypeFor[Duration]()
+	typeValue    = reflect.TypeFor[Value]()
+)
+
+// parseYAML reads one YAML document and returns its root node (nil when
+// the file has none or does not parse).
+func parseYAML(file string, data []byte) (root *yaml.Node, diags []Diagnostic) {
+	defer func() {
+		// yaml.v3 has panicked on hostile input before; a recipe file is
+		// reviewed text, but lint must never crash on it.
+		if r := recover(); r != nil {
+			root = nil
+			diags = append(diags, Diagnostic{File: file, Line: 1, Column: 1, Severity: SeverityError,
+				Message: fmt.Sprintf("YAML parser failed on this file: %v", r)})
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, []Diagnostic{{File: file, Line: 1, Column: 1, Severity: SeverityError,
+				Message: "empty file: expected a recipe (a mapping with at least name and version)"}}
+		}
+		return nil, []Diagnostic{syntaxDiagnostic(file, err)}
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		diags = append(diags, syntaxDiagnostic(file, err))
+	default:
+		diags = append(diags, Diagnostic{File: file, Line: max(extra.Line, 1), Column: max(extra.Column, 1),
+			Severity: SeverityError, Message: "a second YAML document: expected exactly one recipe per file"})
+	}
+	root = &doc
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		root = doc.Content[0]
+	}
+	return root, diags
+}
+
+var lineRE = regexp.MustCompile(`line (\d+)`)
+
+// syntaxDiagnostic turns a yaml.v3 syntax error into a diagnostic at the
+// line the error names (yaml.v3 reports no column).
+func syntaxDiagnostic(file string, err error) Diagnostic {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 1
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = strings.TrimSpace(strings.Replace(msg, m[0]+":", "", 1))
+	}
+	return Diagnostic{File: file, Line: line, Column: 1, Severity: SeverityError,
+		Message: "invalid YAML: " + msg}
+}
+
+// decoder walks a yaml.v3 node tree against a Go type by reflection,
+// filling the value and recording every mismatch instead of stopping at the
+// first. Keys are the json tags of the Go fields.
+type decoder struct {
+	diagnoser
+	files     map[*yaml.Node]string // node -> file it came from (merged trees span files)
+	file      string                // file of nodes missing from files
+	partial   bool                  // the tree extends a base: do not require fields of inherited mappings
+	positions map[string]pos        // field path -> position of its value
+	budget    int
+}
+
+func newDecoder(file string, files map[*yaml.Node]string, partial bool) *decoder {
+	return &decoder{files: files, file: file, partial: partial, positions: map[string]pos{}, budget: maxNodes}
+}
+
+func (d *decoder) posOf(n *yaml.Node) pos {
+	f, ok := d.files[n]
+	if !ok {
+		f = d.file
+	}
+	return pos{file: f, line: n.Line, col: n.Column}
+}
+
+// decodeRecipe decodes root into a new Recipe.
+func (d *decoder) decodeRecipe(root *yaml.Node) *Recipe {
+	r := &Recipe{}
+	if root == nil {
+		return r
+	}
+	d.decode(root, reflect.ValueOf(r).Elem(), "")
+	return r
+}
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	for hops := 0; n.Kind == yaml.AliasNode && n.Alias != nil && hops < 100; hops++ {
+		n = n.Alias
+	}
+	if d.budget--; d.budget == 0 {
+		d.errorf(d.posOf(n), path, "file too large or too many aliases: stopped after %d values", maxNodes)
+	}
+	if d.budget <= 0 {
+		return
+	}
+	d.positions[path] = d.posOf(n)
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	switch t := v.Type(); {
+	case t == typeSize || t == typeSpeed || t == typeDuration:
+		d.decodeUnit(n, v, path)
+	case t == typeValue:
+		d.decodeValue(n, v, path)
+	case t.Kind() == reflect.Pointer:
+		if isNull {
+			return
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		d.decode(n, v.Elem(), path)
+	case t.Kind() == reflect.Struct:
+		if !isNull {
+			d.decodeStruct(n, v, path)
+		}
+	case t.Kind() == reflect.Map:
+		if !isNull {
+			d.decodeMap(n, v, path)
+		}
+	case t.Kind() == reflect.Slice:
+		if !isNull {
+			d.decodeSlice(n, v, path)
+		}
+	default:
+		d.decodeScalar(n, v, path)
+	}
+}
+
+func (d *decoder) mismatch(n *yaml.Node, t reflect.Type, path string) {
+	delete(d.positions, path) // not given as far as the semantic checks go
+	d.errorf(d.posOf(n), path, "expected %s, found %s", expected(t), describe(n))
+}
+
+// structField is one YAML key of a Go struct.
+type structField struct {
+	key      string
+	index    int
+	required bool
+	doc      string
+}
+
+// fieldsOf lists a struct's YAML keys (json tags), in declaration order.
+func fieldsOf(t reflect.Type) []structField {
+	var out []structField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out = append(out, structField{key: name, index: i, required: !strings.Contains(opts, "omitempty"),
+			doc: f.Tag.Get("doc")})
+	}
+	return out
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	if n.Kind != yaml.MappingNode {
+		d.mismatch(n, t, path)
+		return
+	}
+	fields := fieldsOf(t)
+	seen := map[string]bool{}
+	merged := false
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key, ok := d.key(k, path)
+		if !ok {
+			merged = merged || k.ShortTag() == "!!merge"
+			continue
+		}
+		if seen[key] {
+			d.errorf(d.posOf(k), join(path, key), "field %q given twice in %s; keep one", key, where(path))
+			continue
+		}
+		seen[key] = true
+		j := slices.IndexFunc(fields, func(f structField) bool { return f.key == key })
+		if j < 0 {
+			d.unknownField(k, key, fields, path)
+			continue
+		}
+		d.decode(val, v.Field(fields[j].index), join(path, key))
+	}
+	for _, f := range fields {
+		if f.required && !seen[f.key] && !merged && (!d.partial || path == "") {
+			d.errorf(d.posOf(n), join(path, f.key), "missing required field %q in %s", f.key, where(path))
+		}
+	}
+}
+
+// key checks that a mapping key is a plain string.
+func (d *decoder) key(k *yaml.Node, path string) (string, bool) {
+	if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+		d.errorf(d.posOf(k), path, "YAML merge keys (<<) are not supported in recipes; use extends: BASE to share settings")
+		return "", false
+	}
+	if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+		d.errorf(d.posOf(k), path, "expected a string key, found %s", describe(k))
+		return "", false
+	}
+	return k.Value, true
+}
+
+func (d *decoder) unknownField(k *yaml.Node, key string, fields []structField, path string) {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.key
+	}
+	msg := fmt.Sprintf("unknown field %q in %s; expected one of: %s", key, where(path), strings.Join(names, ", "))
+	if s := suggest(key, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	d.errorf(d.posOf(k), join(path, key), "%s", msg)
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	if n.Kind != yaml.MappingNode || t.Key().Kind() != reflect.String {
+		d.mismatch(n, t, path)
+		return
+	}
+	if v.IsNil() {
+		v.Set(reflect.MakeMap(t))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key, ok := d.key(k, path)
+		if !ok {
+			continue
+		}
+		if seen[key] {
+			d.errorf(d.posOf(k), join(path, key), "key %q given twice in %s; keep one", key, where(path))
+			continue
+		}
+		seen[key] = true
+		elem := reflect.New(t.Elem()).Elem()
+		d.decode(val, elem, join(path, key))
+		v.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), elem)
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+	t := v.Type()
+	if n.Kind != yaml.SequenceNode {
+		d.mismatch(n, t, path)
+		return
+	}
+	s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+	// List elements are never merged with a base, so their fields are
+	// required even in a recipe that extends another.
+	partial := d.partial
+	d.partial = false
+	for i, e := range n.Content {
+		d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+	}
+	d.partial = partial
+	v.Set(s)
+}
+
+func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
+	tag := ""
+	if n.Kind == yaml.ScalarNode {
+		tag = n.ShortTag()
+	}
+	switch v.Kind() {
+	case reflect.String:
+		if tag == "!!str" {
+			v.SetString(n.Value)
+			return
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		var i int64
+		if tag == "!!int" && n.Decode(&i) == nil && !v.OverflowInt(i) {
+			v.SetInt(i)
+			return
+		}
+	case reflect.Float64, reflect.Float32:
+		var f float64
+		if (tag == "!!int" || tag == "!!float") && n.Decode(&f) == nil {
+			v.SetFloat(f)
+			return
+		}
+	case reflect.Bool:
+		var b bool
+		if tag == "!!bool" && n.Decode(&b) == nil {
+			v.SetBool(b)
+			return
+		}
+	}
+	d.mismatch(n, v.Type(), path)
+}
+
+// decodeUnit reads a Size, Speed or Duration from a string scalar.
+func (d *decoder) decodeUnit(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		d.mismatch(n, v.Type(), path)
+		return
+	}
+	var (
+		x   int64
+		err error
+	)
+	switch v.Type() {
+	case typeSize:
+		var s Size
+		s, err = ParseSize(n.Value)
+		x = int64(s)
+	case typeSpeed:
+		var s Speed
+		s, err = ParseSpeed(n.Value)
+		x = int64(s)
+	case typeDuration:
+		var s Duration
+		s, err = ParseDuration(n.Value)
+		x = int64(s)
+	}
+	if err != nil {
+		delete(d.positions, path)
+		d.errorf(d.posOf(n), path, "%v", err)
+		return
+	}
+	v.SetInt(x)
+}
+
+// decodeValue reads a BIOS attribute value; the YAML tag decides its type,
+// so a quoted "1" is a string and an unquoted 1 an integer.
+func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!str":
+			v.Set(reflect.ValueOf(StringValue(n.Value)))
+			return
+		case "!!int":
+			var i int64
+			if n.Decode(&i) == nil {
+				v.Set(reflect.ValueOf(IntValue(i)))
+				return
+			}
+		case "!!bool":
+			var b bool
+			if n.Decode(&b) == nil {
+				v.Set(reflect.ValueOf(BoolValue(b)))
+				return
+			}
+		}
+	}
+	d.mismatch(n, v.Type(), path)
+}
+
+// expected names what a Go type accepts, for messages.
+func expected(t reflect.Type) string {
+	switch t {
+	case typeSize:
+		return "a size with a unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB), e.g. 80GiB"
+	case typeSpeed:
+		return "a speed with a unit (Mbps, Gbps, Tbps), e.g. 400Gbps"
+	case typeDuration:
+		return "a duration such as 90s, 15m or 2h"
+	case typeValue:
+		return "a string, an integer or a boolean"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Map:
+		return "a mapping of names to " + strings.TrimPrefix(strings.TrimPrefix(expected(t.Elem()), "a "), "an ") + "s"
+	case reflect.Pointer:
+		return expected(t.Elem())
+	case reflect.Struct:
+		return "a mapping"
+	}
+	return t.String()
+}
+
+// describe names what a YAML node holds, for messages.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+	default:
+		return "an unsupported YAML node"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	switch n.ShortTag() {
+	case "!!str":
+		return fmt.Sprintf("string %q", v)
+	case "!!int":
+		return "integer " + v
+	case "!!float":
+		return fmt.Sprintf("number %s (quote it if it is a version: %q)", v, v)
+	case "!!bool":
+		return "boolean " + v
+	case "!!null":
+		return "an empty value"
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), v)
+}
+
+// join appends a key to a field path.
+func join(path, key string) string {
+	if !plainKey(key) {
+		key = strconv.Quote(key)
+		if path == "" {
+			return "[" + key + "]"
+		}
+		return path + "[" + key + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func plainKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// where names the mapping a path points at, for messages.
+func where(path string) string {
+	if path == "" {
+		return "the recipe"
+	}
+	return path
+}
+
+// suggest returns the candidate closest to s, if it is close enough to be
+// a likely typo.
+func suggest(s string, candidates []string) string {
+	if s == "" {
+		return ""
+	}
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		d := levenshtein(strings.ToLower(s), strings.ToLower(c))
+		if strings.HasPrefix(c, s) || strings.HasPrefix(s, c) {
+			d = min(d, 1)
+		}
+		if d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
