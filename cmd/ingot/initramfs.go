@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/initramfs"
+)
+
+// runInitramfs implements `ingot initramfs build|ls`.
+func runInitramfs(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "Usage: ingot initramfs build|ls [flags]")
+		return errUsage
+	}
+	switch args[0] {
+	case "build":
+		return runInitramfsBuild(ctx, e, args[1:])
+	case "ls":
+		return runInitramfsLs(e, args[1:])
+	}
+	fmt.Fprintf(e.stderr, "ingot initramfs: unknown subcommand %q (expected build or ls)\n", args[0])
+	return errUsage
+}
+
+func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("initramfs build", "initramfs build --kernel-deb auto|PATH --agent BIN [--out DIR] [--modules a,b]")
+	kernelDeb := fs.String("kernel-deb", "auto", "linux-image .deb, an unpacked package folder, or auto (apt-get download what linux-image-amd64 depends on)")
+	agent := fs.String("agent", "bin/ingot-agent", "the ingot-agent binary; becomes /init")
+	out := fs.String("out", "", "output folder for vmlinuz and initrd.img (default: CACHE/initramfs/<inputs digest>)")
+	modules := fs.String("modules", strings.Join(initramfs.DefaultModules, ","), "kernel modules to include (dependencies are added)")
+	compression := fs.String("compression", "gzip", "gzip, zstd or none")
+	cache := fs.String("cache", initramfs.CacheDir(e.getenv), "cache for kernel packages and builds")
+	format := fs.String("o", "table", "output format: table or json")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	comp, err := initramfs.ParseCompression(*compression)
+	if err != nil {
+		return err
+	}
+	mtime, err := sourceDateEpoch(e.getenv)
+	if err != nil {
+		return err
+	}
+	k, err := initramfs.FetchKernel(ctx, *cache, *kernelDeb)
+	if err != nil {
+		return fmt.Errorf("fetching the kernel: %w", err)
+	}
+	spec := initramfs.Spec{Agent: *agent, Modules: splitCommaList(*modules), Compression: comp, MTime: mtime}
+	dir := *out
+	if dir == "" {
+		key, err := initramfs.InputsKey(k, spec)
+		if err != nil {
+			return err
+		}
+		dir = filepath.Join(*cache, "initramfs", key[:16])
+	}
+	res, err := initramfs.BuildKernelAndInitrd(ctx, k, spec, dir)
+	if err != nil {
+		return fmt.Errorf("building the initramfs: %w", err)
+	}
+	if *format == "json" {
+		return e.printJSON(res)
+	}
+	fmt.Fprintf(e.stdout, "kernel  %s  %s  (%s)\n", res.VmlinuzSHA256, res.Vmlinuz, k.Version)
+	fmt.Fprintf(e.stdout, "initrd  %s  %s\n", res.InitrdSHA256, res.Initrd)
+	return nil
+}
+
+func runInitramfsLs(e *env, args []string) error {
+	fs := e.flagSet("initramfs ls", "initramfs ls FILE")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r, err := initramfs.Decompress(f)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", fs.Arg(0), err)
+	}
+	defer r.Close()
+	entries, err := initramfs.Read(r)
+	for _, en := range entries {
+		fmt.Fprintln(e.stdout, en)
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", fs.Arg(0), err)
+	}
+	return nil
+}
+
+// sourceDateEpoch returns $SOURCE_DATE_EPOCH, 0 when unset.
+func sourceDateEpoch(getenv func(string) string) (int64, error) {
+	s := getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, errors.New("SOURCE_DATE_EPOCH=" + s + ": expected seconds since 1970")
+	}
+	return v, nil
+}
+
+// splitCommaList splits a comma-separated flag value, dropping empty items.
+func splitCommaList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
