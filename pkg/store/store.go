@@ -6,6 +6,36 @@
 // Consumers should declare the narrower interface they need (for example the
 // DHCP server needs only the lease and machine-lookup methods) and accept a
 // Store wherever one is wired in cmd/.
+//
+// # bbolt layout
+//
+// Top-level buckets of the file (values are JSON unless noted):
+//
+//	meta                 "schema" -> big-endian uint64 schema version
+//	machines             machine ID -> Machine
+//	idx_mac              normalized MAC -> machine ID
+//	idx_serial           serial -> machine ID
+//	idx_bmc              normalized BMC endpoint -> machine ID
+//	idx_name             name -> machine ID (added by schema v2)
+//	inventory/<ID>       nested bucket per machine: big-endian seq -> Snapshot
+//	events/<ID>          nested bucket per machine: big-endian seq -> Event
+//	leases               MAC -> Lease
+//	idx_lease_ip         IP -> MAC
+//	jobs                 job ID -> Job
+//	tokens               hex sha256 of the secret -> Token
+//
+// Indexes are written in the same transaction as the record they point to.
+// Open runs pending schema migrations in one transaction and refuses a file
+// written by a newer ingot.
+//
+// # Crash safety
+//
+// Every write is one bbolt transaction that is fsynced before the method
+// returns (group-committed with db.Batch for PutLease and AppendEvent). A
+// write whose method returned nil survives the process being killed at any
+// moment, and the file stays consistent (TestCrashSafety kills a writer with
+// SIGKILL and checks both). Durability across power loss rests on the disk
+// honouring fsync.
 package store
 
 import (
@@ -24,6 +54,10 @@ var (
 	ErrExists   = errors.New("already exists")
 	ErrConflict = errors.New("conflict") // e.g. a MAC or IP already belongs to another record
 	ErrClosed   = errors.New("store is closed")
+	// ErrLocked: another process holds the database file open.
+	ErrLocked = errors.New("database is locked by another ingot process")
+	// ErrSchema: the file's schema is newer than this binary, or a migration failed.
+	ErrSchema = errors.New("incompatible schema")
 )
 
 // Lease is one DHCP lease.

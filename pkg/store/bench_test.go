@@ -1,0 +1,59 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+)
+
+// BenchmarkPutLease compares group commit (db.Batch, 64 concurrent callers,
+// as PutLease does) with one fsynced db.Update per lease from one caller, and
+// with one caller using Batch (which waits MaxBatchDelay for company).
+//
+//	go test -run '^$' -bench PutLease -benchtime 2s ./pkg/store/
+func BenchmarkPutLease(b *testing.B) {
+	var n atomic.Uint32
+	lease := func() store.Lease {
+		v := n.Add(1)
+		return store.Lease{
+			MAC:   fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", byte(v>>24), byte(v>>16), byte(v>>8), byte(v)),
+			IP:    netip.AddrFrom4([4]byte{10, byte(v >> 16), byte(v >> 8), byte(v)}),
+			State: "bound", Expires: time.Now().Add(time.Hour),
+		}
+	}
+	ctx := context.Background()
+	b.Run("batch-64-goroutines", func(b *testing.B) {
+		s := storetest.Open(b)
+		b.SetParallelism((64 + 1) / 2) // RunParallel starts parallelism*GOMAXPROCS goroutines
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.PutLease(ctx, lease()); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("update-sequential", func(b *testing.B) {
+		s := storetest.Open(b)
+		for i := 0; i < b.N; i++ {
+			if err := s.PutLeaseUpdate(ctx, lease()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("batch-sequential", func(b *testing.B) {
+		s := storetest.Open(b)
+		for i := 0; i < b.N; i++ {
+			if err := s.PutLease(ctx, lease()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

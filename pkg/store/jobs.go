@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CreateJob stores a new job; an empty ID is generated ("j-" + 10 hex
+// characters), an empty State becomes pending, Created/Updated are stamped,
+// and j is updated in place.
+func (b *Bolt) CreateJob(ctx context.Context, j *Job) error {
+	c := *j
+	if c.ID == "" {
+		c.ID = newID("j-")
+	}
+	if c.Kind == "" {
+		return fmt.Errorf("creating job %s: kind is empty", c.ID)
+	}
+	if c.State == "" {
+		c.State = JobPending
+	}
+	now := b.opts.Now().UTC()
+	c.Created, c.Updated = now, now
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bJobs)
+		if jobs.Get([]byte(c.ID)) != nil {
+			return ErrExists
+		}
+		return putJSON(jobs, []byte(c.ID), &c)
+	})
+	if err != nil {
+		return fmt.Errorf("creating job %s: %w", c.ID, err)
+	}
+	*j = c
+	return nil
+}
+
+// GetJob returns the job with this ID.
+func (b *Bolt) GetJob(ctx context.Context, id string) (*Job, error) {
+	var j *Job
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		j, err = getJob(tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+func getJob(tx *bolt.Tx, id string) (*Job, error) {
+	var j Job
+	ok, err := getJSON(tx.Bucket(bJobs), []byte(id), &j)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return &j, nil
+}
+
+// ListJobs returns jobs in the given state ("" = all), oldest first.
+func (b *Bolt) ListJobs(ctx context.Context, state JobState) ([]Job, error) {
+	var out []Job
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bJobs).ForEach(func(k, v []byte) error {
+			var j Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return fmt.Errorf("decoding job %s: %w", k, err)
+			}
+			if state == "" || j.State == state {
+				out = append(out, j)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	sort.SliceStable(out, func(i, k int) bool {
+		if !out[i].Created.Equal(out[k].Created) {
+			return out[i].Created.Before(out[k].Created)
+		}
+		return out[i].ID < out[k].ID
+	})
+	return out, nil
+}
+
+// UpdateJob runs fn on a copy of the job and stores the result in the same
+// transaction; an error from fn aborts.
+func (b *Bolt) UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*Job, error) {
+	var out *Job
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		j, err := getJob(tx, id)
+		if err != nil {
+			return err
+		}
+		created := j.Created
+		if err := fn(j); err != nil {
+			return err
+		}
+		if j.ID != id {
+			return fmt.Errorf("changing the ID to %s is not allowed", j.ID)
+		}
+		j.Created, j.Updated = created, b.opts.Now().UTC()
+		out = j
+		return putJSON(tx.Bucket(bJobs), []byte(id), j)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating job %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// PutToken stores t keyed by its hash (replacing a token with the same hash,
+// which is how revocation is written).
+func (b *Bolt) PutToken(ctx context.Context, t Token) error {
+	if raw, err := hex.DecodeString(t.Hash); err != nil || len(raw) != 32 {
+		return fmt.Errorf("storing token %s: hash %q: expected 64 hex characters of a SHA-256", t.Name, t.Hash)
+	}
+	if t.Created.IsZero() {
+		t.Created = b.opts.Now().UTC()
+	}
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bTokens), []byte(t.Hash), &t)
+	})
+	if err != nil {
+		return fmt.Errorf("storing token %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// TokenByHash returns the token whose secret hashes to hash.
+func (b *Bolt) TokenByHash(ctx context.Context, hash string) (*Token, error) {
+	var t Token
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		ok, err := getJSON(tx.Bucket(bTokens), []byte(hash), &t)
+		if err == nil && !ok {
+			err = ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading token: %w", err) // never echo the hash
+	}
+	return &t, nil
+}
+
+// ListTokens returns every token, oldest first.
+func (b *Bolt) ListTokens(ctx context.Context) ([]Token, error) {
+	var out []Token
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bTokens).ForEach(func(k, v []byte) error {
+			var t Token
+			if err := json.Unmarshal(v, &t); err != nil {
+				return fmt.Errorf("decoding token: %w", err)
+			}
+			out = append(out, t)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	sort.SliceStable(out, func(i, k int) bool { return out[i].Created.Before(out[k].Created) })
+	return out, nil
+}
