@@ -1,0 +1,217 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// StatusError is a non-2xx answer from the server.
+type StatusError struct {
+	Method, Path string
+	Status       int
+	Body         string // the first 512 bytes of the answer
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s: server answered %d: %s", e.Method, e.Path, e.Status, strings.TrimSpace(e.Body))
+}
+
+// Temporary reports whether retrying may help (5xx, 429).
+func (e *StatusError) Temporary() bool {
+	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
+}
+
+// AgentClient calls the agent API of one ingot server as one machine.
+// Requests are retried with exponential backoff on connection errors, 5xx and
+// 429, up to Attempts times; other statuses fail at once.
+type AgentClient struct {
+	Server     string        // base URL, e.g. http://10.77.0.1:8080
+	Token      string        // the machine's one-time bearer token
+	HTTP       *http.Client  // default: a client with a 30 s timeout
+	Attempts   int           // default 8
+	Backoff    time.Duration // first wait, doubled each try up to MaxBackoff; default 500 ms
+	MaxBackoff time.Duration // default 10 s
+	Logger     *slog.Logger  // default: discard
+}
+
+// NewAgentClient returns a client with the defaults.
+func NewAgentClient(server, token string, logger *slog.Logger) *AgentClient {
+	return &AgentClient{Server: strings.TrimRight(server, "/"), Token: token, Logger: logger}
+}
+
+// Task fetches the machine's task.
+func (c *AgentClient) Task(ctx context.Context) (Task, error) {
+	var t Task
+	err := c.do(ctx, http.MethodGet, PathTask, nil, func(r io.Reader) error {
+		var err error
+		t, err = DecodeTask(r)
+		return err
+	})
+	return t, err
+}
+
+// Inventory posts the in-band inventory.
+func (c *AgentClient) Inventory(ctx context.Context, inv machine.Inventory) error {
+	return c.post(ctx, PathInventory, inv)
+}
+
+// Progress posts one progress report.
+func (c *AgentClient) Progress(ctx context.Context, p Progress) error {
+	return c.post(ctx, PathProgress, p)
+}
+
+// Checks posts the acceptance check results.
+func (c *AgentClient) Checks(ctx context.Context, rs []CheckResult) error {
+	if rs == nil {
+		rs = []CheckResult{}
+	}
+	return c.post(ctx, PathChecks, rs)
+}
+
+// Log posts console lines.
+func (c *AgentClient) Log(ctx context.Context, lines []string) error {
+	return c.post(ctx, PathLog, Log{Lines: lines})
+}
+
+// Done posts the end of the agent's work.
+func (c *AgentClient) Done(ctx context.Context, d Done) error {
+	return c.post(ctx, PathDone, d)
+}
+
+// FirstBoot posts what the installed OS runs (used by the first-boot unit).
+func (c *AgentClient) FirstBoot(ctx context.Context, s machine.Software) error {
+	return c.post(ctx, PathFirstboot, s)
+}
+
+func (c *AgentClient) post(ctx context.Context, path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding %s body: %w", path, err)
+	}
+	return c.do(ctx, http.MethodPost, path, b, nil)
+}
+
+func (c *AgentClient) do(ctx context.Context, method, path string, body []byte, read func(io.Reader) error) error {
+	attempts, wait := c.Attempts, c.Backoff
+	if attempts <= 0 {
+		attempts = 8
+	}
+	if wait <= 0 {
+		wait = 500 * time.Millisecond
+	}
+	maxWait := c.MaxBackoff
+	if maxWait <= 0 {
+		maxWait = 10 * time.Second
+	}
+	var last error
+	for i := 0; i < attempts; i++ {
+		if i > 0 {
+			d := wait
+			if ra := retryAfter(last); ra > 0 {
+				d = ra
+			}
+			c.logger().Debug("agent api retry", "path", path, "attempt", i+1, "wait", d, "err", last)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s %s: %w (last error: %v)", method, path, ctx.Err(), last)
+			case <-time.After(d):
+			}
+			wait = min(wait*2, maxWait)
+		}
+		last = c.once(ctx, method, path, body, read)
+		if last == nil {
+			return nil
+		}
+		var se *StatusError
+		if errors.As(last, &se) && !se.Temporary() {
+			return last
+		}
+		if errors.Is(last, errDecode) || ctx.Err() != nil {
+			return last
+		}
+	}
+	return fmt.Errorf("%s %s: giving up after %d attempts: %w", method, path, attempts, last)
+}
+
+var errDecode = errors.New("bad answer body")
+
+type retryAfterError struct {
+	*StatusError
+	after time.Duration
+}
+
+func (e *retryAfterError) Unwrap() error { return e.StatusError }
+
+func retryAfter(err error) time.Duration {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return min(ra.after, time.Minute)
+	}
+	return 0
+}
+
+func (c *AgentClient) once(ctx context.Context, method, path string, body []byte, read func(io.Reader) error) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, rd)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		se := &StatusError{Method: method, Path: path, Status: resp.StatusCode, Body: string(b)}
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			return &retryAfterError{StatusError: se, after: time.Duration(s) * time.Second}
+		}
+		return se
+	}
+	if read != nil {
+		if err := read(resp.Body); err != nil {
+			return fmt.Errorf("%s %s: %w: %w", method, path, errDecode, err)
+		}
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	return nil
+}
+
+func (c *AgentClient) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Logger
+}
+
+// BearerToken returns the token of an `Authorization: Bearer TOKEN` header,
+// for the server side.
+func BearerToken(r *http.Request) (string, bool) {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tok = strings.TrimSpace(tok)
+	return tok, ok && tok != ""
+}
