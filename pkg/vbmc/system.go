@@ -1,0 +1,432 @@
+package vbmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+)
+
+// reset handles POST Systems/ID/Actions/ComputerSystem.Reset.
+func (b *BMC) reset(w http.ResponseWriter, r *http.Request, p string) {
+	body, err := readBody(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, msgMalformed(err))
+		return
+	}
+	sys := strings.TrimSuffix(p, "/Actions/ComputerSystem.Reset")
+	b.mu.Lock()
+	doc, ok := b.peek(sys)
+	if !ok || !typeIs(doc, "ComputerSystem") {
+		b.mu.Unlock()
+		writeError(w, http.StatusNotFound, msgMissing(p))
+		return
+	}
+	act, ok := action(doc, resetAction)
+	if !ok {
+		b.mu.Unlock()
+		writeError(w, http.StatusBadRequest, msgActionNotSupported("ComputerSystem.Reset"))
+		return
+	}
+	rt, ok := body["ResetType"].(string)
+	if !ok {
+		b.mu.Unlock()
+		writeError(w, http.StatusBadRequest, msgMissingParam("ResetType", "ComputerSystem.Reset"))
+		return
+	}
+	tr, err := resetTransition(rt, b.powerState(sys), b.allowable(act, "ResetType"))
+	if err != nil {
+		b.mu.Unlock()
+		var nl errNotInList
+		if errors.As(err, &nl) {
+			writeError(w, http.StatusBadRequest, nl.message())
+		} else {
+			writeError(w, http.StatusConflict, msgConflict(err.Error()))
+		}
+		return
+	}
+	target := ""
+	if tr.boot {
+		target = b.bootEvent(sys)
+	}
+	if sys != b.powered {
+		if tr.off || tr.boot {
+			d, _ := b.mutable(sys)
+			d["PowerState"] = map[bool]string{true: "On", false: "Off"}[tr.boot]
+			if tr.boot {
+				d["LastResetTime"] = time.Now().UTC().Format(time.RFC3339)
+			}
+			b.touch(sys)
+		}
+		b.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	b.mu.Unlock()
+	if err := b.drive(r.Context(), tr, target); err != nil {
+		writeError(w, http.StatusInternalServerError, msgInternal(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// drive carries a transition out on the Backend. A graceful power-off runs
+// in the background (the guest may take minutes, as on real hardware), so
+// the answer is immediate and PowerState changes when the guest is off.
+func (b *BMC) drive(ctx context.Context, tr transition, target string) error {
+	be := b.cfg.Backend
+	ctx = ctxOrBackground(ctx)
+	if tr.graceful {
+		go func() {
+			if err := powerOff(ctx, be, true); err != nil {
+				b.log.Warn("graceful power off", "bmc", b.String(), "err", err)
+				return
+			}
+			if tr.boot {
+				if err := be.PowerOn(ctx, target); err != nil {
+					b.log.Warn("power on after graceful restart", "bmc", b.String(), "err", err)
+				}
+			}
+		}()
+		return nil
+	}
+	if tr.off {
+		if err := powerOff(ctx, be, false); err != nil {
+			return fmt.Errorf("powering off: %w", err)
+		}
+	}
+	if tr.boot {
+		if err := be.PowerOn(ctx, target); err != nil {
+			return fmt.Errorf("powering on (boot %q): %w", target, err)
+		}
+	}
+	return nil
+}
+
+// bootEvent is what happens on the BMC side when a System boots: pending
+// BIOS settings are applied and a one-time boot override is consumed. It
+// returns the boot target the override selects ("" for the normal order).
+// b.mu held.
+func (b *BMC) bootEvent(sys string) string {
+	doc, _ := b.peek(sys)
+	if bios := linkOf(doc, "Bios"); bios != "" {
+		b.applyBios(bios)
+	}
+	boot, _ := doc["Boot"].(map[string]any)
+	enabled, _ := boot["BootSourceOverrideEnabled"].(string)
+	target, _ := boot["BootSourceOverrideTarget"].(string)
+	if enabled != "Once" && enabled != "Continuous" || target == "None" {
+		return ""
+	}
+	if enabled == "Once" {
+		d, _ := b.mutable(sys)
+		d["Boot"].(map[string]any)["BootSourceOverrideEnabled"] = "Disabled"
+		b.touch(sys)
+	}
+	return target
+}
+
+// action returns the Actions entry name of doc.
+func action(doc map[string]any, name string) (map[string]any, bool) {
+	acts, _ := doc["Actions"].(map[string]any)
+	a, ok := acts[name].(map[string]any)
+	return a, ok
+}
+
+// allowable returns an action parameter's allowed values, from the action
+// itself (PARAM@Redfish.AllowableValues) or from its @Redfish.ActionInfo
+// resource (Gigabyte/AMI and Cray put them there). nil means not listed.
+func (b *BMC) allowable(act map[string]any, param string) []string {
+	if vs := stringList(act[param+"@Redfish.AllowableValues"]); vs != nil {
+		return vs
+	}
+	info, _ := act["@Redfish.ActionInfo"].(string)
+	doc, ok := b.peek(cleanPath(info))
+	if !ok {
+		return nil
+	}
+	params, _ := doc["Parameters"].([]any)
+	for _, pm := range params {
+		m, _ := pm.(map[string]any)
+		if m["Name"] == param {
+			return stringList(m["AllowableValues"])
+		}
+	}
+	return nil
+}
+
+// stringList converts a decoded JSON array of strings (nil if v is not one).
+func stringList(v any) []string {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(arr))
+	for _, e := range arr {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// linkOf returns the @odata.id of doc[name] as a tree key.
+func linkOf(doc map[string]any, name string) string {
+	l, _ := doc[name].(map[string]any)
+	id, _ := l["@odata.id"].(string)
+	return cleanPath(id)
+}
+
+// bootProps are the writable Boot properties and their allowable values
+// when the mockup lists none (Redfish ComputerSystem.Boot).
+var bootProps = map[string][]string{
+	"BootSourceOverrideTarget": {"None", "Pxe", "Floppy", "Cd", "Usb", "Hdd", "BiosSetup", "Utilities", "Diags",
+		"UefiShell", "UefiTarget", "SDCard", "UefiHttp", "RemoteDrive", "UefiBootNext", "Recovery"},
+	"BootSourceOverrideEnabled":    {"Disabled", "Once", "Continuous"},
+	"BootSourceOverrideMode":       {"Legacy", "UEFI"},
+	"HttpBootUri":                  nil,
+	"UefiTargetBootSourceOverride": nil,
+	"BootNext":                     nil,
+	"BootOrder":                    nil,
+}
+
+// systemProps are the other writable System properties.
+var systemProps = []string{"AssetTag", "IndicatorLED", "LocationIndicatorActive", "HostName"}
+
+// patchSystem handles PATCH Systems/ID: the Boot override (checked against
+// the mockup's allowable values) and a few plain properties.
+func (b *BMC) patchSystem(p string, body map[string]any) (int, *message) {
+	doc, _ := b.peek(p)
+	for k := range body {
+		if k != "Boot" && !slices.Contains(systemProps, k) && !strings.HasPrefix(k, "@") {
+			return http.StatusBadRequest, ptr(msgPropertyNotWritable(k))
+		}
+	}
+	if nb, ok := body["Boot"]; ok {
+		want, ok := nb.(map[string]any)
+		if !ok {
+			return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(nb), "Boot"))
+		}
+		cur, _ := doc["Boot"].(map[string]any)
+		if m := checkBoot(cur, want); m != nil {
+			return http.StatusBadRequest, m
+		}
+	}
+	d, _ := b.mutable(p)
+	for k, v := range body {
+		if strings.HasPrefix(k, "@") {
+			continue
+		}
+		if k != "Boot" {
+			d[k] = v
+			continue
+		}
+		cur, ok := d["Boot"].(map[string]any)
+		if !ok {
+			cur = map[string]any{}
+			d["Boot"] = cur
+		}
+		for bk, bv := range v.(map[string]any) {
+			cur[bk] = bv
+		}
+	}
+	b.touch(p)
+	return 0, nil
+}
+
+// checkBoot validates a Boot PATCH against the current Boot object: each
+// property must be one this System has (Cray blades have no override at
+// all) and each value must be allowed.
+func checkBoot(cur, want map[string]any) *message {
+	allowedTargets := stringList(cur["BootSourceOverrideTarget@Redfish.AllowableValues"])
+	for k, v := range want {
+		if strings.HasPrefix(k, "@") {
+			continue
+		}
+		std, known := bootProps[k]
+		_, has := cur[k]
+		_, hasAllowed := cur[k+"@Redfish.AllowableValues"]
+		if k == "HttpBootUri" && slices.Contains(allowedTargets, "UefiHttp") {
+			has = true
+		}
+		if !known || !has && !hasAllowed {
+			return ptr(msgPropertyUnknown("Boot/" + k))
+		}
+		if k == "BootOrder" {
+			if stringList(v) == nil {
+				return ptr(msgTypeError(fmt.Sprint(v), "Boot/"+k))
+			}
+			continue
+		}
+		s, ok := v.(string)
+		if !ok {
+			if v == nil && (k == "BootNext" || k == "HttpBootUri") {
+				continue
+			}
+			return ptr(msgTypeError(fmt.Sprint(v), "Boot/"+k))
+		}
+		allowed := stringList(cur[k+"@Redfish.AllowableValues"])
+		if allowed == nil {
+			allowed = std
+		}
+		if allowed != nil && !slices.Contains(allowed, s) {
+			return ptr(msgValueNotInList(s, k, allowed))
+		}
+	}
+	return nil
+}
+
+// patchBios stores pending BIOS attributes, applied at the next reset.
+// Where the Bios resource names a settings object (DMTF: Bios/Settings), the
+// PATCH goes there and the Bios resource itself is read-only (405). Where it
+// names none (Gigabyte/AMI's @Redfish.Settings without SettingsObject, Cray
+// with no @Redfish.Settings at all), PATCH Bios itself stores the pending
+// attributes — that is what those BMCs accept and what gofish does.
+func (b *BMC) patchBios(p string, body map[string]any) (int, *message) {
+	doc, _ := b.peek(p)
+	bios := p
+	if parent := path.Dir(p); parent != p {
+		if pd, ok := b.peek(parent); ok && typeIs(pd, "Bios") && settingsObject(pd) == p {
+			bios = parent
+		}
+	}
+	if bios == p {
+		if so := settingsObject(doc); so != "" {
+			m := msgNotAllowed(http.MethodPatch, p)
+			m.Resolution = "PATCH the settings object " + so + "; pending settings apply at the next reset."
+			return http.StatusMethodNotAllowed, &m
+		}
+	}
+	for k := range body {
+		if k != "Attributes" && !strings.HasPrefix(k, "@") {
+			return http.StatusBadRequest, ptr(msgPropertyNotWritable(k))
+		}
+	}
+	attrs, ok := body["Attributes"].(map[string]any)
+	if !ok {
+		return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(body["Attributes"]), "Attributes"))
+	}
+	cur, _ := b.peek(bios)
+	known, _ := cur["Attributes"].(map[string]any)
+	for k, v := range attrs {
+		if m := checkAttribute(known, k, v); m != nil {
+			return http.StatusBadRequest, m
+		}
+	}
+	pend := b.pending[bios]
+	if pend == nil {
+		pend = map[string]any{}
+		b.pending[bios] = pend
+	}
+	for k, v := range attrs {
+		pend[k] = v
+	}
+	if so := settingsObject(cur); so != "" {
+		if sd, ok := b.mutable(so); ok {
+			sa, _ := sd["Attributes"].(map[string]any)
+			if sa == nil {
+				sa = map[string]any{}
+				sd["Attributes"] = sa
+			}
+			for k, v := range attrs {
+				sa[k] = v
+			}
+			b.touch(so)
+		}
+	}
+	return 0, nil
+}
+
+// checkAttribute validates one BIOS attribute against the current ones:
+// the name must exist where the mockup lists attributes, a plain value must
+// keep its JSON type, and a Cray-style attribute object
+// ({"current_value": ..., "AllowableValues": [...]}) must get an allowed value.
+func checkAttribute(known map[string]any, name string, v any) *message {
+	if len(known) == 0 {
+		return nil
+	}
+	cur, ok := known[name]
+	if !ok {
+		return ptr(msgPropertyUnknown("Attributes/" + name))
+	}
+	if obj, ok := cur.(map[string]any); ok {
+		if allowed := stringList(obj["AllowableValues"]); allowed != nil && !slices.Contains(allowed, fmt.Sprint(v)) {
+			return ptr(msgValueNotInList(fmt.Sprint(v), name, allowed))
+		}
+		return nil
+	}
+	if cur != nil && v != nil && jsonKind(cur) != jsonKind(v) {
+		return ptr(msgTypeError(fmt.Sprint(v), "Attributes/"+name))
+	}
+	return nil
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	default:
+		return "number"
+	}
+}
+
+// applyBios makes pending attributes current, except the ones configured
+// to refuse to stick (Config.StuckBIOS). b.mu held.
+func (b *BMC) applyBios(bios string) {
+	pend := b.pending[bios]
+	if len(pend) == 0 {
+		return
+	}
+	delete(b.pending, bios)
+	doc, ok := b.mutable(bios)
+	if !ok {
+		return
+	}
+	attrs, _ := doc["Attributes"].(map[string]any)
+	if attrs == nil {
+		attrs = map[string]any{}
+		doc["Attributes"] = attrs
+	}
+	for k, v := range pend {
+		if b.stuck[k] {
+			continue
+		}
+		// Cray: attributes are objects; the setting lands in current_value.
+		if obj, ok := attrs[k].(map[string]any); ok {
+			if _, has := obj["current_value"]; has {
+				obj["current_value"] = v
+				continue
+			}
+		}
+		attrs[k] = v
+	}
+	b.touch(bios)
+	if so := settingsObject(doc); so != "" {
+		if sd, ok := b.mutable(so); ok {
+			sd["Attributes"] = deepCopy(attrs)
+			b.touch(so)
+		}
+	}
+}
+
+// PendingBIOS returns the pending attributes of the System at sys (for tests).
+func (b *BMC) PendingBIOS(sys string) map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	doc, _ := b.peek(cleanPath(sys))
+	out := map[string]any{}
+	for k, v := range b.pending[linkOf(doc, "Bios")] {
+		out[k] = v
+	}
+	return out
+}
