@@ -288,7 +288,8 @@ func (b *builder) names() []string {
 func isIdentityKey(k string) bool { return k == "name" || k == "version" || k == "extends" }
 
 // mergeNodes deep-merges child over base: mappings merge key by key, the
-// child's scalars and lists replace the base's. New mapping nodes are
+// child's scalars and lists replace the base's, an empty (null) child value
+// keeps the base's. New mapping nodes are
 // attributed to the child's file.
 func mergeNodes(base, child *yaml.Node, files map[*yaml.Node]string, top bool) *yaml.Node {
 	base, child = deref(base), deref(child)
@@ -309,6 +310,9 @@ func mergeNodes(base, child *yaml.Node, files map[*yaml.Node]string, top bool) *
 	for i := 0; i+1 < len(child.Content); i += 2 {
 		k, v := child.Content[i], child.Content[i+1]
 		if j, ok := idx[deref(k).Value]; ok {
+			if isNull(v) {
+				continue // an empty key does not erase what the base says
+			}
 			out.Content[j], out.Content[j+1] = k, mergeNodes(out.Content[j+1], v, files, false)
 			continue
 		}
@@ -316,6 +320,11 @@ func mergeNodes(base, child *yaml.Node, files map[*yaml.Node]string, top bool) *
 		out.Content = append(out.Content, k, v)
 	}
 	return out
+}
+
+func isNull(n *yaml.Node) bool {
+	n = deref(n)
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 func deref(n *yaml.Node) *yaml.Node {

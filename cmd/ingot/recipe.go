@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+const recipeUsage = `Usage: ingot recipe COMMAND
+
+Commands:
+  lint [--format text|json|github] [--images DIR] [PATHS...]
+                      check recipe files and folders (default: recipes/)
+  diff [--db PATH] [-o table|json] OLD NEW
+                      semantic diff of two files, folders or git revisions
+  show [--dir DIR] NAME
+                      print a recipe with its base merged in, as JSON
+  schema              print the JSON Schema of a recipe file
+`
+
+// runRecipe dispatches `ingot recipe SUBCOMMAND`.
+func runRecipe(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(e.stderr, recipeUsage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	switch args[0] {
+	case "lint":
+		return runRecipeLint(ctx, e, args[1:])
+	case "diff":
+		return runRecipeDiff(ctx, e, args[1:])
+	case "show":
+		return runRecipeShow(ctx, e, args[1:])
+	case "schema":
+		return runRecipeSchema(ctx, e, args[1:])
+	}
+	fmt.Fprintf(e.stderr, "ingot recipe: unknown command %q\n\n%s", args[0], recipeUsage)
+	return errUsage
+}
+
+func runRecipeLint(_ context.Context, e *env, args []string) error {
+	fs := e.flagSet("recipe lint", "recipe lint [--format text|json|github] [--images DIR] [PATHS...]")
+	format := fs.String("format", "text", "output: text (file:line:col: severity: field: message), json, or github (workflow commands that annotate pull requests)")
+	images := fs.String("images", "images", "images folder: os.image.name must be a folder in it holding image.yaml (empty: skip the check)")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if *format != "text" && *format != "json" && *format != "github" {
+		fmt.Fprintf(e.stderr, "ingot recipe lint: --format %q: expected text, json or github\n", *format)
+		return errUsage
+	}
+	paths := fs.Args()
+	if len(paths) == 0 {
+		paths = []string{"recipes"}
+	}
+	diags, nfiles := lintPaths(paths, recipe.Options{ImagesDir: *images})
+	if err := writeDiagnostics(e.stdout, *format, diags); err != nil {
+		return err
+	}
+	errs, warns := countDiagnostics(diags)
+	if errs > 0 || warns > 0 {
+		fmt.Fprintf(e.stderr, "%d error(s), %d warning(s) in %d recipe file(s)\n", errs, warns, nfiles)
+	}
+	if nfiles == 0 {
+		fmt.Fprintf(e.stderr, "ingot recipe lint: no recipe files (*.yaml, *.yml) in %s\n", strings.Join(paths, " "))
+		return exitError(1)
+	}
+	if errs > 0 {
+		return exitError(1)
+	}
+	return nil
+}
+
+// lintPaths lints the given files and folders as one set. A file given on
+// its own is checked together with the recipes beside it (its base may be
+// there), but only the given files' diagnostics are reported.
+func lintPaths(paths []string, opts recipe.Options) ([]recipe.Diagnostic, int) {
+	files, diags := recipe.ReadPaths(paths...)
+	wanted := map[string]bool{}
+	for _, f := range files {
+		wanted[f.Name] = true
+	}
+	for _, d := range diags {
+		wanted[d.File] = true
+	}
+	var dirs []string
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	context, _ := recipe.ReadPaths(append(append([]string{}, paths...), dirs...)...)
+	_, more := opts.Build(context)
+	for _, d := range more {
+		if wanted[d.File] {
+			diags = append(diags, d)
+		}
+	}
+	return recipe.SortDiagnostics(diags), len(files)
+}
+
+func countDiagnostics(diags []recipe.Diagnostic) (errs, warns int) {
+	for _, d := range diags {
+		if d.Severity == recipe.SeverityError {
+			errs++
+		} else {
+			warns++
+		}
+	}
+	return errs, warns
+}
+
+// writeDiagnostics prints diagnostics as text, JSON or GitHub Actions
+// workflow commands.
+func writeDiagnostics(w io.Writer, format string, diags []recipe.Diagnostic) error {
+	switch format {
+	case "json":
+		if diags == nil {
+			diags = []recipe.Diagnostic{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(diags)
+	case "github":
+		for _, d := range diags {
+			msg := d.Message
+			if d.Field != "" {
+				msg = d.Field + ": " + msg
+			}
+			fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=ingot recipe lint::%s\n",
+				d.Severity, ghProperty(d.File), d.Line, d.Column, ghData(msg))
+		}
+		return nil
+	}
+	for _, d := range diags {
+		fmt.Fprintln(w, d.String())
+	}
+	return nil
+}
+
+// ghData escapes a workflow command's message (GitHub Actions toolkit
+// escapeData); ghProperty escapes a property value (escapeProperty).
+func ghData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+func runRecipeShow(_ context.Context, e *env, args []string) error {
+	fs := e.flagSet("recipe show", "recipe show [--dir DIR] NAME")
+	dir := fs.String("dir", "recipes", "folder of recipe files")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	set, diags := recipe.LoadDir(*dir)
+	r, ok := set.Get(fs.Arg(0))
+	if !ok {
+		return fmt.Errorf("recipe %q: not in %s (have: %s)", fs.Arg(0), *dir, strings.Join(set.Names(), ", "))
+	}
+	for _, d := range diags {
+		if d.File == set.File(fs.Arg(0)) && d.Severity == recipe.SeverityError {
+			fmt.Fprintln(e.stderr, d.String())
+		}
+	}
+	return e.printJSON(r)
+}
+
+func runRecipeSchema(_ context.Context, e *env, args []string) error {
+	fs := e.flagSet("recipe schema", "recipe schema")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	b, err := recipe.SchemaJSON()
+	if err != nil {
+		return fmt.Errorf("generating the recipe schema: %w", err)
+	}
+	_, err = e.stdout.Write(b)
+	return err
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// machineLister is what recipe diff needs from the store.
+type machineLister interface {
+	ListMachines(ctx context.Context, f store.MachineFilter) ([]machine.Machine, error)
+}
+
+// recipeChanges groups the changes of one recipe with the machines using it.
+type recipeChanges struct {
+	Recipe   string          `json:"recipe"`
+	Changes  []recipe.Change `json:"changes"`
+	Machines []string        `json:"machines,omitempty"` // nil without --db
+}
+
+func runRecipeDiff(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("recipe diff", "recipe diff [--db PATH] [-o table|json] OLD NEW\n\n"+
+		"OLD and NEW are two recipe files, two folders, or two git revisions (an argument that is not an\n"+
+		"existing path), e.g. `ingot recipe diff HEAD~1 HEAD` compares recipes/ at both revisions.")
+	db := fs.String("db", "", "ingot database: list the enrolled machines that use each changed recipe")
+	out := fs.String("o", "table", "output: table or json")
+	dir := fs.String("recipes-dir", "recipes", "recipe folder inside the repository, for git revisions")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 || (*out != "table" && *out != "json") {
+		fs.Usage()
+		return errUsage
+	}
+	changes, err := diffArgs(ctx, e, fs.Arg(0), fs.Arg(1), *dir)
+	if err != nil {
+		return err
+	}
+	groups := groupChanges(changes)
+	if *db != "" {
+		if err := addMachines(ctx, *db, groups); err != nil {
+			return err
+		}
+	}
+	if *out == "json" {
+		if groups == nil {
+			groups = []recipeChanges{}
+		}
+		return e.printJSON(groups)
+	}
+	writeRecipeChanges(e.stdout, groups, *db != "")
+	return nil
+}
+
+// diffArgs diffs two files, or two sets (folders or git revisions).
+func diffArgs(ctx context.Context, e *env, oldArg, newArg, dir string) ([]recipe.Change, error) {
+	oldFile, newFile := isFile(oldArg), isFile(newArg)
+	if oldFile != newFile {
+		return nil, fmt.Errorf("recipe diff %s %s: expected two files, or two folders or git revisions", oldArg, newArg)
+	}
+	if oldFile {
+		a, err := loadOneRecipe(e, oldArg)
+		if err != nil {
+			return nil, err
+		}
+		b, err := loadOneRecipe(e, newArg)
+		if err != nil {
+			return nil, err
+		}
+		return recipe.Diff(a, b), nil
+	}
+	a, err := loadRecipeSet(ctx, e, oldArg, dir)
+	if err != nil {
+		return nil, err
+	}
+	b, err := loadRecipeSet(ctx, e, newArg, dir)
+	if err != nil {
+		return nil, err
+	}
+	return recipe.DiffSets(a, b), nil
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// loadOneRecipe reads one recipe file, resolving extends against the
+// recipes beside it.
+func loadOneRecipe(e *env, file string) (*recipe.Recipe, error) {
+	files, diags := recipe.ReadPaths(file, filepath.Dir(file))
+	set, more := recipe.Options{}.Build(files)
+	warnLoad(e, file, append(diags, more...))
+	for _, n := range set.Names() {
+		if set.File(n) == file {
+			r, _ := set.Get(n)
+			return r, nil
+		}
+	}
+	return nil, fmt.Errorf("reading recipe %s: no recipe with a name in it", file)
+}
+
+// loadRecipeSet reads a folder, or the recipes folder at a git revision.
+func loadRecipeSet(ctx context.Context, e *env, arg, dir string) (*recipe.Set, error) {
+	var (
+		files []recipe.File
+		diags []recipe.Diagnostic
+		err   error
+	)
+	if _, statErr := os.Stat(arg); statErr == nil {
+		files, diags = recipe.ReadPaths(arg)
+	} else if files, err = gitRecipeFiles(ctx, arg, dir); err != nil {
+		return nil, err
+	}
+	set, more := recipe.Options{}.Build(files)
+	warnLoad(e, arg, append(diags, more...))
+	return set, nil
+}
+
+// warnLoad mentions lint errors on the side being diffed; the diff goes on
+// with what parsed.
+func warnLoad(e *env, what string, diags []recipe.Diagnostic) {
+	if errs, _ := countDiagnostics(diags); errs > 0 {
+		fmt.Fprintf(e.stderr, "warning: %s has %d lint error(s) (run ingot recipe lint); diffing what parsed\n", what, errs)
+	}
+}
+
+// gitRecipeFiles reads the recipe files of dir at a git revision.
+func gitRecipeFiles(ctx context.Context, rev, dir string) ([]recipe.File, error) {
+	if _, err := git(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
+		return nil, fmt.Errorf("%q is neither an existing path nor a git revision", rev)
+	}
+	top, err := git(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return nil, err
+	}
+	root := strings.TrimSpace(string(top))
+	list, err := git(ctx, "-C", root, "ls-tree", "--name-only", rev, "--", path.Clean(dir)+"/")
+	if err != nil {
+		return nil, err
+	}
+	var files []recipe.File
+	for _, name := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+		if name == "" || !recipe.IsRecipeFile(name) {
+			continue
+		}
+		data, err := git(ctx, "-C", root, "show", rev+":"+name)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, recipe.File{Name: rev + ":" + name, Data: data})
+	}
+	return files, nil
+}
+
+func git(ctx context.Context, args ...string) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+func groupChanges(changes []recipe.Change) []recipeChanges {
+	var groups []recipeChanges
+	for _, c := range changes {
+		if len(groups) == 0 || groups[len(groups)-1].Recipe != c.Recipe {
+			groups = append(groups, recipeChanges{Recipe: c.Recipe})
+		}
+		g := &groups[len(groups)-1]
+		g.Changes = append(g.Changes, c)
+	}
+	return groups
+}
+
+// addMachines fills in the machines enrolled with each changed recipe.
+func addMachines(ctx context.Context, dbPath string, groups []recipeChanges) error {
+	if _, err := os.Stat(dbPath); err != nil {
+		return fmt.Errorf("opening database %s: %w", dbPath, err)
+	}
+	st, err := store.Open(dbPath, store.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("opening database %s: %w", dbPath, err)
+	}
+	defer st.Close()
+	return listMachines(ctx, st, groups)
+}
+
+func listMachines(ctx context.Context, st machineLister, groups []recipeChanges) error {
+	for i := range groups {
+		ms, err := st.ListMachines(ctx, store.MachineFilter{Recipe: groups[i].Recipe})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("listing machines of recipe %s: %w", groups[i].Recipe, err)
+		}
+		groups[i].Machines = []string{}
+		for _, m := range ms {
+			groups[i].Machines = append(groups[i].Machines, m.Name)
+		}
+	}
+	return nil
+}
+
+func writeRecipeChanges(w io.Writer, groups []recipeChanges, withMachines bool) {
+	if len(groups) == 0 {
+		fmt.Fprintln(w, "no recipe changes")
+		return
+	}
+	for i, g := range groups {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s:\n", g.Recipe)
+		for _, c := range g.Changes {
+			fmt.Fprintf(w, "  %s\n", c.Text)
+		}
+		if withMachines {
+			names := "none"
+			if len(g.Machines) > 0 {
+				names = strings.Join(g.Machines, ", ")
+			}
+			fmt.Fprintf(w, "  machines using it (%d): %s\n", len(g.Machines), names)
+		}
+	}
+}
