@@ -1,0 +1,253 @@
+package bmc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"sort"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// biosDoc is the part of a Bios resource ingot reads. It is decoded from the
+// raw JSON so the settings object (and its absence) is visible.
+type biosDoc struct {
+	ODataID    string         `json:"@odata.id"`
+	Attributes map[string]any `json:"Attributes"`
+	Settings   *struct {
+		SettingsObject struct {
+			ODataID string `json:"@odata.id"`
+		} `json:"SettingsObject"`
+		SupportedApplyTimes []string `json:"SupportedApplyTimes"`
+	} `json:"@Redfish.Settings"`
+}
+
+// getJSON GETs uri and decodes it (numbers as json.Number) into v; it
+// returns the ETag.
+func getJSON(api schemas.Client, uri string, v any) (string, error) {
+	resp, err := api.Get(uri)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return "", fmt.Errorf("decoding %s: %w", uri, err)
+	}
+	return resp.Header.Get("ETag"), nil
+}
+
+// link reads {"key": {"@odata.id": ...}} from a resource's raw JSON.
+func link(raw []byte, key string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var l struct {
+		ID string `json:"@odata.id"`
+	}
+	if json.Unmarshal(m[key], &l) != nil {
+		return ""
+	}
+	return l.ID
+}
+
+func hasBoot(raw []byte) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && len(bytes.TrimSpace(m["Boot"])) > 0 && string(m["Boot"]) != "null"
+}
+
+// bios fetches the system's Bios resource.
+func (c *Client) bios(ctx context.Context, op string) (*gofish.APIClient, biosDoc, string, error) {
+	var doc biosDoc
+	sys, err := c.system(ctx)
+	if err != nil {
+		return nil, doc, "", c.wrap(op, err)
+	}
+	uri := link(sys.RawData, "Bios")
+	if uri == "" {
+		return nil, doc, "", &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
+			Err: fmt.Errorf("system %s has no Bios resource", sys.ODataID)}
+	}
+	api, err := c.gf(ctx)
+	if err != nil {
+		return nil, doc, "", err
+	}
+	etag, err := getJSON(api, uri, &doc)
+	if err == nil && doc.Attributes == nil {
+		err = &Error{Kind: KindBadResponse, Endpoint: c.cfg.Endpoint, Err: fmt.Errorf("%s has no Attributes", uri)}
+	}
+	if doc.ODataID == "" {
+		doc.ODataID = uri
+	}
+	return api, doc, etag, c.wrap(op, err)
+}
+
+// Attributes returns the BIOS attributes now in effect. Numbers are
+// json.Number.
+func (c *Client) Attributes(ctx context.Context) (map[string]any, error) {
+	_, doc, _, err := c.bios(ctx, "reading BIOS attributes")
+	return doc.Attributes, err
+}
+
+// ApplyResult says how ApplyBIOS staged the attributes.
+type ApplyResult struct {
+	Target   string   `json:"target"`             // the URI PATCHed
+	Changed  []string `json:"changed,omitempty"`  // attributes sent (those already at the wanted value are not)
+	Fallback string   `json:"fallback,omitempty"` // the vendor fallback used, if any
+	// Pending is true: BIOS attributes take effect at the next reset; call
+	// VerifyBIOS after it.
+	Pending bool `json:"pending"`
+}
+
+// ApplyBIOS stages attrs through the Bios settings object (applied by the
+// BIOS at the next reset). Attributes the BIOS does not have are refused
+// before anything is sent.
+func (c *Client) ApplyBIOS(ctx context.Context, attrs map[string]any) (ApplyResult, error) {
+	const op = "applying BIOS attributes"
+	api, doc, etag, err := c.bios(ctx, op)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	var unknown []string
+	for k := range attrs {
+		if _, ok := doc.Attributes[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return ApplyResult{}, &Error{Kind: KindInvalid, Endpoint: c.cfg.Endpoint, Op: op,
+			Err: fmt.Errorf("the BIOS at %s has no attribute %v (it has %d attributes)", doc.ODataID, unknown, len(doc.Attributes))}
+	}
+	res := ApplyResult{Target: doc.ODataID, Pending: true}
+	current := doc.Attributes
+	switch {
+	case doc.Settings != nil && doc.Settings.SettingsObject.ODataID != "":
+		// The standard path: PATCH the settings object, compared with what it
+		// already stages.
+		res.Target = doc.Settings.SettingsObject.ODataID
+		var sd biosDoc
+		setag, err := getJSON(api, res.Target, &sd)
+		if err != nil {
+			return res, c.wrap(op+": reading the settings object", err)
+		}
+		current = maps.Clone(current)
+		maps.Copy(current, sd.Attributes)
+		etag = setag
+	case doc.Settings != nil:
+		// Vendor fallback — AMI MegaRAC (e.g. GIGABYTE H262-Z63 fw 12.84):
+		// @Redfish.Settings without a SettingsObject. The BMC stages a PATCH
+		// of /Bios itself and applies it at the next reset.
+		res.Fallback = "AMI MegaRAC: @Redfish.Settings has no SettingsObject; PATCH of the Bios resource, applied at reset"
+	default:
+		// Vendor fallback — HPE Cray EX (and other BMCs without
+		// @Redfish.Settings): PATCH /Bios directly.
+		res.Fallback = "HPE Cray EX: no @Redfish.Settings; PATCH of the Bios resource, applied at reset"
+	}
+	payload := map[string]any{}
+	for k, v := range attrs {
+		if !valueEqual(current[k], v) {
+			payload[k] = v
+		}
+	}
+	res.Changed = slices.Sorted(maps.Keys(payload))
+	if len(payload) == 0 {
+		return res, nil
+	}
+	hdr := map[string]string{}
+	if etag != "" {
+		hdr["If-Match"] = etag
+	}
+	resp, err := api.PatchWithHeaders(res.Target, map[string]any{"Attributes": payload}, hdr)
+	if schemas.Is412PreconditionFailed(err) {
+		// Vendor fallback — Dell iDRAC rejects If-Match on BIOS settings.
+		resp, err = api.PatchWithHeaders(res.Target, map[string]any{"Attributes": payload}, nil)
+	}
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return res, c.wrap(fmt.Sprintf("%s: PATCH %s", op, res.Target), err)
+}
+
+// Mismatch is one BIOS attribute that does not have the wanted value.
+type Mismatch struct {
+	Name    string `json:"name"`
+	Want    any    `json:"want"`
+	Got     any    `json:"got"`
+	Missing bool   `json:"missing,omitempty"` // the BIOS has no such attribute
+}
+
+func (m Mismatch) String() string {
+	if m.Missing {
+		return fmt.Sprintf("%s: the BIOS has no such attribute (want %v)", m.Name, m.Want)
+	}
+	return fmt.Sprintf("%s: want %v, BIOS has %v", m.Name, m.Want, m.Got)
+}
+
+// VerifyBIOS compares the attributes in effect with want (call it after the
+// reset that applies ApplyBIOS) and returns each that did not stick.
+func (c *Client) VerifyBIOS(ctx context.Context, want map[string]any) ([]Mismatch, error) {
+	_, doc, _, err := c.bios(ctx, "verifying BIOS attributes")
+	if err != nil {
+		return nil, err
+	}
+	return compareAttributes(doc.Attributes, want), nil
+}
+
+// compareAttributes lists the attributes of want that have another value
+// (or none) in have, sorted by name.
+func compareAttributes(have, want map[string]any) []Mismatch {
+	var out []Mismatch
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		got, ok := have[k]
+		switch {
+		case !ok:
+			out = append(out, Mismatch{Name: k, Want: want[k], Missing: true})
+		case !valueEqual(got, want[k]):
+			out = append(out, Mismatch{Name: k, Want: want[k], Got: got})
+		}
+	}
+	return out
+}
+
+// valueEqual compares BIOS values: numbers by value whatever their Go type
+// (json.Number, float64, int64), everything else exactly. "1" is not 1.
+func valueEqual(a, b any) bool {
+	fa, aNum := number(a)
+	fb, bNum := number(b)
+	if aNum || bNum {
+		return aNum && bNum && fa == fb
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+var errNoMedia = errors.New("no virtual media slot")

@@ -1,0 +1,171 @@
+package bmc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// system returns the System power, boot and BIOS act on: Config.SystemID,
+// else the first in the Systems collection.
+func (c *Client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
+	api, err := c.gf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	systems, err := api.Service.Systems()
+	if len(systems) == 0 && err == nil {
+		err = &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Err: errors.New("the Systems collection is empty")}
+	}
+	if len(systems) == 0 {
+		return nil, c.wrap("reading /redfish/v1/Systems", err)
+	}
+	if c.cfg.SystemID == "" {
+		return systems[0], nil
+	}
+	var ids []string
+	for _, s := range systems {
+		if s.ID == c.cfg.SystemID {
+			return s, nil
+		}
+		ids = append(ids, s.ID)
+	}
+	return nil, &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "choosing the system",
+		Err: fmt.Errorf("system %q not found; the BMC has %v", c.cfg.SystemID, ids)}
+}
+
+// PowerState returns the system's power state: On, Off, PoweringOn, ...
+func (c *Client) PowerState(ctx context.Context) (string, error) {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return "", c.wrap("reading power state", err)
+	}
+	return string(sys.PowerState), nil
+}
+
+// reset posts a ComputerSystem.Reset of the first type in prefer the BMC
+// allows. It returns the type used.
+func (c *Client) reset(ctx context.Context, op string, sys *schemas.ComputerSystem, prefer ...schemas.ResetType) (schemas.ResetType, error) {
+	allowed, err := sys.GetSupportedResetTypes()
+	if err != nil {
+		c.log.Debug("bmc reset ActionInfo unreadable; trying the preferred type", "bmc", c.cfg.Endpoint, "err", err)
+	}
+	rt := prefer[0]
+	if len(allowed) > 0 {
+		rt = ""
+		for _, p := range prefer {
+			if slices.Contains(allowed, p) {
+				rt = p
+				break
+			}
+		}
+		if rt == "" {
+			return "", &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
+				Err: fmt.Errorf("the BMC allows ResetType %v, none of %v", allowed, prefer)}
+		}
+	}
+	if _, err := sys.Reset(rt); err != nil {
+		return rt, c.wrap(fmt.Sprintf("%s: ResetType %s", op, rt), err)
+	}
+	return rt, nil
+}
+
+// PowerOn turns the system on (no-op when it is already on).
+func (c *Client) PowerOn(ctx context.Context) error {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return c.wrap("power on", err)
+	}
+	if sys.PowerState == schemas.OnPowerState {
+		return nil
+	}
+	_, err = c.reset(ctx, "power on", sys, schemas.OnResetType, schemas.ForceOnResetType, schemas.PushPowerButtonResetType)
+	return err
+}
+
+// PowerOff shuts the system down gracefully and forces it off when it is
+// still on after Config.PowerOffTimeout (or ctx's deadline, if sooner).
+func (c *Client) PowerOff(ctx context.Context) error {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return c.wrap("power off", err)
+	}
+	if sys.PowerState == schemas.OffPowerState {
+		return nil
+	}
+	rt, err := c.reset(ctx, "power off", sys, schemas.GracefulShutdownResetType, schemas.ForceOffResetType)
+	if err != nil {
+		return err
+	}
+	if rt == schemas.GracefulShutdownResetType {
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.PowerOffTimeout)
+		err := c.waitPower(wctx, schemas.OffPowerState)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return c.wrap("power off: waiting for the graceful shutdown", ctx.Err())
+		}
+		c.log.Info("bmc graceful shutdown timed out; forcing off", "bmc", c.cfg.Endpoint, "after", c.cfg.PowerOffTimeout)
+		if sys, err = c.system(ctx); err != nil {
+			return c.wrap("power off", err)
+		}
+		if _, err := c.reset(ctx, "power off (forced after the graceful timeout)", sys, schemas.ForceOffResetType); err != nil {
+			return err
+		}
+	}
+	return c.wrap("power off: waiting for Off", c.waitPower(ctx, schemas.OffPowerState))
+}
+
+// PowerCycle power-cycles a running system (PowerCycle, ForceRestart, or
+// ForceOff then On) and powers on one that is off.
+func (c *Client) PowerCycle(ctx context.Context) error {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return c.wrap("power cycle", err)
+	}
+	if sys.PowerState == schemas.OffPowerState {
+		_, err := c.reset(ctx, "power cycle (system was off: on)", sys, schemas.OnResetType, schemas.ForceOnResetType)
+		return err
+	}
+	_, err = c.reset(ctx, "power cycle", sys, schemas.PowerCycleResetType, schemas.ForceRestartResetType)
+	if !IsKind(err, KindUnsupported) {
+		return err
+	}
+	if _, err := c.reset(ctx, "power cycle: off", sys, schemas.ForceOffResetType); err != nil {
+		return err
+	}
+	if err := c.waitPower(ctx, schemas.OffPowerState); err != nil {
+		return c.wrap("power cycle: waiting for Off", err)
+	}
+	if sys, err = c.system(ctx); err != nil {
+		return c.wrap("power cycle", err)
+	}
+	_, err = c.reset(ctx, "power cycle: on", sys, schemas.OnResetType, schemas.ForceOnResetType)
+	return err
+}
+
+// waitPower polls until the system reports want or ctx ends.
+func (c *Client) waitPower(ctx context.Context, want schemas.PowerState) error {
+	t := time.NewTicker(c.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		sys, err := c.system(ctx)
+		if err == nil && sys.PowerState == want {
+			return nil
+		}
+		if err != nil && !IsKind(err, KindBusy) && !IsKind(err, KindServer) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("power state still not %s: %w", want, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
