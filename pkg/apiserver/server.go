@@ -1,0 +1,553 @@
+// Package apiserver is ingot's REST API: operator endpoints (machines,
+// inventory, recipes, jobs, events, reimage, rollout) behind operator bearer
+// tokens, and the agent endpoints of pkg/api behind each machine's one-time
+// token. The OpenAPI document (openapi.yaml) is embedded, served at
+// /api/v1/openapi.yaml and checked against the routes by a test.
+package apiserver
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+//go:embed openapi.yaml
+var openAPI []byte
+
+// OpenAPI returns the embedded OpenAPI document.
+func OpenAPI() []byte { return openAPI }
+
+// Config builds a Server.
+type Config struct {
+	Store   store.Store
+	Engine  *engine.Engine
+	Recipes engine.RecipeSource
+	// RecipeNames lists the recipes the server knows.
+	RecipeNames func() []string
+	// BaseURL is how machines reach this server (http://10.77.0.1:8080):
+	// image URLs in agent tasks are built from it.
+	BaseURL string
+	// DiscoveryTTL bounds machine tokens issued without a job (default 1h).
+	DiscoveryTTL time.Duration
+	Logger       *slog.Logger
+	Now          func() time.Time
+}
+
+// Server serves the API.
+type Server struct {
+	store        store.Store
+	engine       *engine.Engine
+	recipes      engine.RecipeSource
+	recipeNames  func() []string
+	baseURL      string
+	discoveryTTL time.Duration
+	log          *slog.Logger
+	now          func() time.Time
+}
+
+// New builds a Server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Engine == nil || cfg.Recipes == nil {
+		return nil, errors.New("apiserver: Store, Engine and Recipes are required")
+	}
+	s := &Server{store: cfg.Store, engine: cfg.Engine, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames,
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), discoveryTTL: cfg.DiscoveryTTL, log: cfg.Logger, now: cfg.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.discoveryTTL == 0 {
+		s.discoveryTTL = time.Hour
+	}
+	if s.recipeNames == nil {
+		s.recipeNames = func() []string { return nil }
+	}
+	return s, nil
+}
+
+type access int
+
+const (
+	public access = iota
+	operator
+	agent
+)
+
+type route struct {
+	method, pattern string
+	access          access
+	h               func(w http.ResponseWriter, r *http.Request, p principal) error
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/api/v1/openapi.yaml", public, s.getOpenAPI},
+		{"GET", "/api/v1/machines", operator, s.listMachines},
+		{"POST", "/api/v1/machines", operator, s.createMachine},
+		{"GET", "/api/v1/machines/{id}", operator, s.getMachine},
+		{"DELETE", "/api/v1/machines/{id}", operator, s.deleteMachine},
+		{"GET", "/api/v1/machines/{id}/inventory", operator, s.getInventory},
+		{"GET", "/api/v1/machines/{id}/events", operator, s.getEvents},
+		{"GET", "/api/v1/recipes", operator, s.listRecipes},
+		{"GET", "/api/v1/recipes/{name}", operator, s.getRecipe},
+		{"GET", "/api/v1/jobs", operator, s.listJobs},
+		{"GET", "/api/v1/jobs/{id}", operator, s.getJob},
+		{"POST", "/api/v1/reimage", operator, s.postReimage},
+		{"POST", "/api/v1/rollouts", operator, s.postRollout},
+		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
+		{"GET", api.PathTask, agent, s.agentTask},
+		{"POST", api.PathInventory, agent, s.agentInventory},
+		{"POST", api.PathProgress, agent, s.agentProgress},
+		{"POST", api.PathChecks, agent, s.agentChecks},
+		{"POST", api.PathLog, agent, s.agentLog},
+		{"POST", api.PathDone, agent, s.agentDone},
+		{"POST", api.PathFirstboot, public, s.agentFirstBoot},
+	}
+}
+
+// Register mounts every route on mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	for _, rt := range s.routes() {
+		mux.HandleFunc(rt.method+" "+rt.pattern, s.wrap(rt))
+	}
+}
+
+// Handler returns a mux with only the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	s.Register(mux)
+	return mux
+}
+
+// httpError carries a status code with a message for people.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(code int, format string, args ...any) error {
+	return &httpError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func (s *Server) wrap(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var p principal
+		if rt.access != public {
+			var err error
+			if p, err = s.authenticate(r); err != nil {
+				writeErr(w, http.StatusUnauthorized, err.Error())
+				return
+			}
+			switch {
+			case rt.access == operator && !p.operator:
+				writeErr(w, http.StatusForbidden, "this endpoint needs an operator token")
+				return
+			case rt.access == agent && p.machineID == "":
+				writeErr(w, http.StatusForbidden, "this endpoint needs a machine token")
+				return
+			}
+		}
+		if err := rt.h(w, r, p); err != nil {
+			code := http.StatusInternalServerError
+			var he *httpError
+			switch {
+			case errors.As(err, &he):
+				code = he.code
+			case errors.Is(err, store.ErrNotFound):
+				code = http.StatusNotFound
+			case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict):
+				code = http.StatusConflict
+			case errors.Is(err, engine.ErrPreflight):
+				code = http.StatusUnprocessableEntity
+			}
+			if code >= 500 {
+				s.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)
+			}
+			writeErr(w, code, err.Error())
+		}
+	}
+}
+
+func writeErr(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func decode(r *http.Request, v any) error {
+	d := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<20))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, "request body of %s %s: %v", r.Method, r.URL.Path, err)
+	}
+	return nil
+}
+
+func (s *Server) getOpenAPI(w http.ResponseWriter, _ *http.Request, _ principal) error {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, err := w.Write(openAPI)
+	return err
+}
+
+func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principal) error {
+	q := r.URL.Query()
+	ms, err := s.store.ListMachines(r.Context(), store.MachineFilter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack")})
+	if err != nil {
+		return err
+	}
+	if ms == nil {
+		ms = []machine.Machine{}
+	}
+	writeJSON(w, 200, ms)
+	return nil
+}
+
+func (s *Server) createMachine(w http.ResponseWriter, r *http.Request, p principal) error {
+	var m machine.Machine
+	if err := decode(r, &m); err != nil {
+		return err
+	}
+	if m.State == "" {
+		m.State = machine.StateEnrolled
+	}
+	if err := m.Validate(); err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	if err := s.store.CreateMachine(r.Context(), &m); err != nil {
+		return err
+	}
+	_, _ = s.store.AppendEvent(r.Context(), machine.Event{Machine: m.ID, Time: s.now(), Actor: "api:" + p.name, Kind: "enrolled", To: m.State})
+	writeJSON(w, http.StatusCreated, m)
+	return nil
+}
+
+func (s *Server) getMachine(w http.ResponseWriter, r *http.Request, _ principal) error {
+	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, 200, m)
+	return nil
+}
+
+func (s *Server) deleteMachine(w http.ResponseWriter, r *http.Request, _ principal) error {
+	if err := s.store.DeleteMachine(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) getInventory(w http.ResponseWriter, r *http.Request, _ principal) error {
+	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	snaps, err := s.store.Inventories(r.Context(), m.ID)
+	if err != nil {
+		return err
+	}
+	if r.URL.Query().Get("history") == "" && len(snaps) > 0 {
+		writeJSON(w, 200, snaps[len(snaps)-1])
+		return nil
+	}
+	if len(snaps) == 0 && r.URL.Query().Get("history") == "" {
+		return errorf(http.StatusNotFound, "machine %s has no inventory yet: run 'ingot machine inspect %s'", m.Name, m.Name)
+	}
+	writeJSON(w, 200, snaps)
+	return nil
+}
+
+func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, _ principal) error {
+	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	since, _ := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
+	evs, err := s.store.Events(r.Context(), m.ID, since, limit)
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []machine.Event{}
+	}
+	writeJSON(w, 200, evs)
+	return nil
+}
+
+func (s *Server) listRecipes(w http.ResponseWriter, _ *http.Request, _ principal) error {
+	names := s.recipeNames()
+	if names == nil {
+		names = []string{}
+	}
+	writeJSON(w, 200, names)
+	return nil
+}
+
+func (s *Server) getRecipe(w http.ResponseWriter, r *http.Request, _ principal) error {
+	rc, err := s.recipes(r.PathValue("name"))
+	if err != nil {
+		return errorf(http.StatusNotFound, "recipe %s: %v", r.PathValue("name"), err)
+	}
+	writeJSON(w, 200, rc)
+	return nil
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, _ principal) error {
+	jobs, err := s.store.ListJobs(r.Context(), store.JobState(r.URL.Query().Get("state")))
+	if err != nil {
+		return err
+	}
+	if jobs == nil {
+		jobs = []store.Job{}
+	}
+	writeJSON(w, 200, jobs)
+	return nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ principal) error {
+	j, err := s.store.GetJob(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, 200, j)
+	return nil
+}
+
+// ReimageRequest is the body of POST /api/v1/reimage.
+type ReimageRequest struct {
+	Machines []string `json:"machines"`
+	DryRun   bool     `json:"dry_run,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+}
+
+// ReimageResult is one machine's answer.
+type ReimageResult struct {
+	Machine string       `json:"machine"`
+	Plan    *engine.Plan `json:"plan,omitempty"`
+	Job     *store.Job   `json:"job,omitempty"`
+	Error   string       `json:"error,omitempty"`
+}
+
+func (s *Server) postReimage(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req ReimageRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if len(req.Machines) == 0 {
+		return errorf(http.StatusBadRequest, "machines: expected at least one machine name or ID")
+	}
+	out := make([]ReimageResult, 0, len(req.Machines))
+	failed := 0
+	for _, name := range req.Machines {
+		res := ReimageResult{Machine: name}
+		if req.DryRun {
+			plan, err := s.engine.Preflight(r.Context(), name)
+			res.Plan = plan
+			if err != nil {
+				res.Error = err.Error()
+			}
+		} else {
+			job, err := s.engine.Reimage(r.Context(), name, "operator:"+p.name, req.Reason)
+			res.Job = job
+			if err != nil {
+				res.Error = err.Error()
+			}
+		}
+		if res.Error != "" {
+			failed++
+		}
+		out = append(out, res)
+	}
+	code := http.StatusAccepted
+	if req.DryRun {
+		code = http.StatusOK
+	}
+	if failed == len(out) {
+		code = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, code, out)
+	return nil
+}
+
+func (s *Server) postRollout(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req engine.RolloutSpec
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	j, err := s.engine.StartRollout(r.Context(), req, "operator:"+p.name)
+	if err != nil {
+		return errorf(http.StatusUnprocessableEntity, "%v", err)
+	}
+	writeJSON(w, http.StatusAccepted, j)
+	return nil
+}
+
+func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) error {
+	t, err := s.engine.OnTask(r.Context(), p.machineID)
+	if err != nil {
+		return err
+	}
+	out := api.Task{MachineID: p.machineID, Mode: api.Mode(t.Mode)}
+	if rc := t.Recipe; rc != nil {
+		out.Recipe, out.RecipeVersion = rc.Name, rc.Version
+		img := rc.OS.Image
+		url := img.URL
+		if url == "" {
+			url = s.baseURL + "/artifacts/sha256/" + img.SHA256
+		}
+		out.Image = api.Image{URL: url, SHA256: img.SHA256, Format: img.Format}
+		for _, d := range rc.Hardware.Disks {
+			if d.Boot {
+				out.Disk = d
+			}
+		}
+		out.Checks, out.Expected = rc.Acceptance.Checks, rc.Hardware
+		out.Handoff, out.Cmdline = api.Handoff(rc.OS.Handoff), rc.OS.Cmdline
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
+
+func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, p principal) error {
+	var inv machine.Inventory
+	if err := decode(r, &inv); err != nil {
+		return err
+	}
+	if inv.Source == "" {
+		inv.Source = "agent"
+	}
+	if err := s.engine.OnInventory(r.Context(), p.machineID, inv); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) agentProgress(w http.ResponseWriter, r *http.Request, p principal) error {
+	var pr api.Progress
+	if err := decode(r, &pr); err != nil {
+		return err
+	}
+	if err := s.engine.OnProgress(r.Context(), p.machineID, pr.Step, pr.Bytes, pr.Total, pr.RateBps); err != nil {
+		return errorf(http.StatusConflict, "%v", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) agentChecks(w http.ResponseWriter, r *http.Request, p principal) error {
+	var in []api.CheckResult
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	res := make([]engine.CheckResult, len(in))
+	for i, c := range in {
+		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK, Detail: c.Detail, Value: c.Value}
+		if c.Skipped {
+			res[i].OK, res[i].Detail = true, "skipped by the agent: "+c.Detail
+		}
+	}
+	if err := s.engine.OnChecks(r.Context(), p.machineID, res); err != nil {
+		return errorf(http.StatusConflict, "%v", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) agentLog(w http.ResponseWriter, r *http.Request, p principal) error {
+	var l api.Log
+	if err := decode(r, &l); err != nil {
+		return err
+	}
+	if err := s.engine.OnLog(r.Context(), p.machineID, l.Lines); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) agentDone(w http.ResponseWriter, r *http.Request, p principal) error {
+	var d api.Done
+	if err := decode(r, &d); err != nil {
+		return err
+	}
+	if err := s.engine.OnDone(r.Context(), p.machineID, d.Step, d.OK, d.Reason); err != nil {
+		return errorf(http.StatusConflict, "%v", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// agentFirstBoot takes the installed OS's report. The installed OS holds no
+// token (the image is the same for every machine), so the report is
+// accepted only from the address ingot's DHCP leased to the machine whose
+// MAC it names, and only while that machine's job waits for its first boot.
+// A machine token is accepted too.
+func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ principal) error {
+	var sw machine.Software
+	if err := decode(r, &sw); err != nil {
+		return err
+	}
+	id, err := s.firstBootMachine(r)
+	if err != nil {
+		return err
+	}
+	if err := s.engine.OnFirstBoot(r.Context(), id, sw); err != nil {
+		return errorf(http.StatusConflict, "%v", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) firstBootMachine(r *http.Request) (string, error) {
+	if r.Header.Get("Authorization") != "" {
+		p, err := s.authenticate(r)
+		if err != nil || p.machineID == "" {
+			return "", errorf(http.StatusUnauthorized, "first boot: %v", err)
+		}
+		return p.machineID, nil
+	}
+	mac, err := machine.NormalizeMAC(r.URL.Query().Get("mac"))
+	if err != nil {
+		return "", errorf(http.StatusBadRequest, "first boot: query parameter mac: %v", err)
+	}
+	l, err := s.store.LeaseByMAC(r.Context(), mac)
+	if err != nil {
+		return "", errorf(http.StatusForbidden, "first boot: no DHCP lease for %s", mac)
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	src, err := netip.ParseAddr(host)
+	if err != nil || src.Unmap() != l.IP {
+		return "", errorf(http.StatusForbidden, "first boot: %s is leased to %s, not to the caller %s", mac, l.IP, host)
+	}
+	m, err := s.store.MachineByMAC(r.Context(), mac)
+	if err != nil {
+		return "", errorf(http.StatusForbidden, "first boot: no machine with MAC %s", mac)
+	}
+	return m.ID, nil
+}

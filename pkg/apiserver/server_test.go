@@ -1,0 +1,173 @@
+package apiserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+)
+
+type nopBMC struct{}
+
+func (nopBMC) PowerCycle(context.Context) error                             { return nil }
+func (nopBMC) SetBootOverride(context.Context, string, string, bool) error  { return nil }
+func (nopBMC) ApplyBIOS(context.Context, map[string]any) error              { return nil }
+func (nopBMC) VerifyBIOS(context.Context, map[string]any) ([]string, error) { return nil, nil }
+func (nopBMC) Close() error                                                 { return nil }
+func dialNop(context.Context, *machine.Machine) (engine.BMC, error)         { return nopBMC{}, nil }
+
+type fixture struct {
+	s        store.Store
+	srv      *Server
+	url      string
+	operator string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	s := storetest.Open(t)
+	rc := &recipe.Recipe{Name: "lab-qemu", Version: "1",
+		OS: recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: strings.Repeat("b", 64), Format: "raw.zst"}}}
+	src := func(name string) (*recipe.Recipe, error) {
+		if name == rc.Name {
+			return rc, nil
+		}
+		return nil, errors.New("unknown recipe")
+	}
+	e, err := engine.New(engine.Config{Store: s, DialBMC: dialNop, Recipes: src, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go e.Run(ctx)
+	t.Cleanup(cancel)
+	srv, err := New(Config{Store: s, Engine: e, Recipes: src, BaseURL: "http://10.77.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	op, _, err := CreateOperatorToken(ctx, s, "test", 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"node1", "node2"} {
+		m := &machine.Machine{Name: n, MACs: []string{map[string]string{"node1": "52:54:00:00:00:01", "node2": "52:54:00:00:00:02"}[n]},
+			Recipe: "lab-qemu", State: machine.StateReady, BMC: machine.BMC{Endpoint: "http://bmc-" + n}}
+		if err := s.CreateMachine(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fixture{s: s, srv: srv, url: hs.URL, operator: op}
+}
+
+func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, f.url+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes()
+}
+
+func TestAuth(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if code, _ := f.do(t, "GET", "/api/v1/machines", "", nil); code != 401 {
+		t.Errorf("no token: %d, want 401", code)
+	}
+	if code, _ := f.do(t, "GET", "/api/v1/machines", "ingot_bogus", nil); code != 401 {
+		t.Errorf("unknown token: %d, want 401", code)
+	}
+	if code, body := f.do(t, "GET", "/api/v1/machines", f.operator, nil); code != 200 || !strings.Contains(string(body), "node1") {
+		t.Errorf("operator: %d %s", code, body)
+	}
+	code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}})
+	if code != 202 {
+		t.Fatalf("reimage: %d %s", code, body)
+	}
+	m1, _ := f.s.GetMachine(ctx, "node1")
+	tok, err := f.srv.IssueMachineToken(ctx, m1.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A machine token reaches only its own machine's agent endpoints.
+	if code, _ := f.do(t, "GET", "/api/v1/machines/node2", tok, nil); code != 403 {
+		t.Errorf("machine token on operator endpoint: %d, want 403", code)
+	}
+	code, body = f.do(t, "GET", api.PathTask, tok, nil)
+	var task api.Task
+	json.Unmarshal(body, &task)
+	if code != 200 || task.MachineID != m1.ID || task.Mode != api.ModeProvision ||
+		task.Image.URL != "http://10.77.0.1:8080/artifacts/sha256/"+strings.Repeat("b", 64) {
+		t.Fatalf("task: %d %s", code, body)
+	}
+	// The job ends (the agent reports a failure): the token stops working.
+	if code, body := f.do(t, "POST", api.PathDone, tok, api.Done{Step: "image", OK: false, Reason: "sha256 mismatch"}); code != 204 {
+		t.Fatalf("done: %d %s", code, body)
+	}
+	if code, body := f.do(t, "GET", api.PathTask, tok, nil); code != 401 || !strings.Contains(string(body), "revoked") {
+		t.Errorf("used token after job end: %d %s, want 401", code, body)
+	}
+	m1, _ = f.s.GetMachine(ctx, "node1")
+	if m1.State != machine.StateFailed {
+		t.Errorf("node1 is %s, want failed", m1.State)
+	}
+}
+
+// Every route is in the OpenAPI document and every documented operation is a route.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	var documented, served []string
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			if m != "parameters" {
+				documented = append(documented, strings.ToUpper(m)+" "+p)
+			}
+		}
+	}
+	s := &Server{}
+	for _, r := range s.routes() {
+		served = append(served, r.method+" "+r.pattern)
+	}
+	sort.Strings(documented)
+	sort.Strings(served)
+	if d := cmp.Diff(documented, served); d != "" {
+		t.Errorf("openapi.yaml and routes differ (-documented +served):\n%s", d)
+	}
+}

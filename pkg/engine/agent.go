@@ -1,0 +1,289 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Task is what the agent on a machine should do now.
+type Task struct {
+	JobID     string
+	MachineID string
+	Mode      string // "provision" or "discover"
+	Recipe    *recipe.Recipe
+}
+
+// OnTask is called when the agent asks for its task: the machine has
+// network-booted, so the boot phase ends.
+func (e *Engine) OnTask(ctx context.Context, machineID string) (*Task, error) {
+	j, err := e.activeJob(ctx, machineID)
+	if errors.Is(err, store.ErrNotFound) {
+		return &Task{MachineID: machineID, Mode: "discover"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	sp, err := decodeSpec(j)
+	if err != nil {
+		return nil, err
+	}
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", sp.Recipe, err)
+	}
+	switch j.Step {
+	case StepBMC, StepBoot:
+		// StepBMC too: the machine may have booted before a restarted
+		// process re-ran the BMC step.
+		if _, err := e.advance(ctx, j.ID, j.Step, StepInventory, e.timeouts(r).Provision.D(), nil); err != nil {
+			return nil, err
+		}
+		e.event(ctx, machineID, "agent.started", "agent asked for its task", map[string]string{"job": j.ID})
+	}
+	return &Task{JobID: j.ID, MachineID: machineID, Mode: "provision", Recipe: r}, nil
+}
+
+// OnInventory stores the agent's inventory and checks it against the recipe:
+// a critical finding fails the job (drift blocks ready).
+func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.Inventory) error {
+	if inv.Taken.IsZero() {
+		inv.Taken = e.now()
+	}
+	if _, err := e.store.PutInventory(ctx, machineID, inv); err != nil {
+		return fmt.Errorf("storing inventory of %s: %w", machineID, err)
+	}
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return nil // discovery or inspection: stored, nothing to decide
+	}
+	sp, _ := decodeSpec(j)
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
+		return err
+	}
+	var findings []Finding
+	if e.drift != nil {
+		findings = e.drift(inv, r)
+	}
+	var critical []string
+	for _, f := range findings {
+		if f.Severity == "critical" {
+			critical = append(critical, f.Part+": "+f.Message)
+		}
+	}
+	_, err = e.advance(ctx, j.ID, StepInventory, StepImage, 0, func(st *ReimageStatus) { st.Findings = findings })
+	if err != nil && !errors.Is(err, errWrongStep) {
+		return err
+	}
+	e.event(ctx, machineID, "inventory", fmt.Sprintf("inventory from %s: %d findings, %d critical", inv.Source, len(findings), len(critical)), map[string]string{"job": j.ID})
+	if len(critical) > 0 {
+		e.fail(ctx, j.ID, StepInventory, "hardware does not match recipe "+r.Name+": "+strings.Join(critical, "; "))
+	}
+	return nil
+}
+
+// OnProgress records image-write progress.
+func (e *Engine) OnProgress(ctx context.Context, machineID, step string, bytes, total int64, rate float64) error {
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return fmt.Errorf("progress from %s: no running job", machineID)
+	}
+	_, err = e.advance(ctx, j.ID, "", "", 0, func(st *ReimageStatus) {
+		st.Bytes, st.Total, st.RateBps = bytes, total, rate
+	})
+	return err
+}
+
+// OnLog keeps the agent's last log lines as evidence.
+func (e *Engine) OnLog(ctx context.Context, machineID string, lines []string) error {
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return nil
+	}
+	_, err = e.advance(ctx, j.ID, "", "", 0, func(st *ReimageStatus) {
+		st.Log = append(st.Log, lines...)
+		if n := len(st.Log); n > 200 {
+			st.Log = st.Log[n-200:]
+		}
+	})
+	return err
+}
+
+// OnChecks records acceptance check results; any failure fails the job.
+func (e *Engine) OnChecks(ctx context.Context, machineID string, results []CheckResult) error {
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return fmt.Errorf("checks from %s: no running job", machineID)
+	}
+	var failed []string
+	for _, c := range results {
+		if !c.OK {
+			failed = append(failed, c.Name+": "+c.Detail)
+		}
+	}
+	from := j.Step
+	if from != StepImage && from != StepChecks {
+		return fmt.Errorf("checks from %s at step %s", machineID, from)
+	}
+	if _, err := e.advance(ctx, j.ID, from, StepChecks, 0, func(st *ReimageStatus) { st.Checks = results }); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		e.fail(ctx, j.ID, StepChecks, "acceptance checks failed: "+strings.Join(failed, "; "))
+		return nil
+	}
+	e.event(ctx, machineID, "checks", fmt.Sprintf("%d acceptance checks passed", len(results)), map[string]string{"job": j.ID})
+	return nil
+}
+
+// OnDone is the agent's last word: ok at the end of its work (the image is
+// written and verified, checks passed), or a failure with its reason (an
+// image hash mismatch, a disk that could not be found). Success hands the
+// machine over to its installed OS through the BMC.
+func (e *Engine) OnDone(ctx context.Context, machineID, step string, ok bool, reason string) error {
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return fmt.Errorf("done from %s: no running job", machineID)
+	}
+	if !ok {
+		if step == "" {
+			step = j.Step
+		}
+		e.fail(ctx, j.ID, step, reason)
+		return nil
+	}
+	switch j.Step {
+	case StepImage, StepChecks:
+	default:
+		return fmt.Errorf("agent on %s reported done at step %s; expected image or checks", machineID, j.Step)
+	}
+	sp, _ := decodeSpec(j)
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
+		return err
+	}
+	if len(r.Acceptance.Checks) > 0 && j.Step != StepChecks {
+		e.fail(ctx, j.ID, StepChecks, fmt.Sprintf("the agent reported done without the recipe's %d acceptance checks", len(r.Acceptance.Checks)))
+		return nil
+	}
+	if _, err := e.advance(ctx, j.ID, j.Step, StepHandoff, e.timeouts(r).Power.D(), nil); err != nil {
+		return err
+	}
+	if err := e.setState(ctx, machineID, machine.StateVerifying, "image written and checked; booting the installed OS", map[string]string{"job": j.ID}); err != nil {
+		return err
+	}
+	e.kick <- j.ID
+	return nil
+}
+
+// OnFirstBoot is the installed OS's report. The engine checks the driver
+// pins and that the BIOS attributes stuck, then marks the machine ready.
+func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, sw machine.Software) error {
+	j, err := e.activeJob(ctx, machineID)
+	if err != nil {
+		return fmt.Errorf("first boot from %s: no running job", machineID)
+	}
+	if j.Step != StepFirstBoot && j.Step != StepHandoff {
+		return fmt.Errorf("first boot from %s at step %s", machineID, j.Step)
+	}
+	sp, _ := decodeSpec(j)
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
+		return err
+	}
+	if _, err := e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) { st.Software = &sw }); err != nil {
+		return err
+	}
+	e.event(ctx, machineID, "firstboot", fmt.Sprintf("installed OS up: kernel %s", sw.Kernel), map[string]string{"job": j.ID})
+	if bad := driverMismatches(r.Drivers, sw.Drivers); len(bad) > 0 {
+		e.fail(ctx, j.ID, StepVerify, "driver versions differ from the recipe's pins: "+strings.Join(bad, "; "))
+		return nil
+	}
+	if err := e.verifyBIOS(ctx, machineID, r); err != nil {
+		e.fail(ctx, j.ID, StepVerify, err.Error())
+		return nil
+	}
+	return e.finish(ctx, j.ID, machineID)
+}
+
+func driverMismatches(want, got map[string]string) []string {
+	var bad []string
+	for name, v := range want {
+		if got[name] != v {
+			found := got[name]
+			if found == "" {
+				found = "not installed"
+			}
+			bad = append(bad, fmt.Sprintf("%s: want %s, found %s", name, v, found))
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+func (e *Engine) verifyBIOS(ctx context.Context, machineID string, r *recipe.Recipe) error {
+	attrs := biosAttrs(r)
+	if len(attrs) == 0 {
+		return nil
+	}
+	m, err := e.store.GetMachine(ctx, machineID)
+	if err != nil {
+		return err
+	}
+	bctx, cancel := context.WithTimeout(ctx, e.timeouts(r).Power.D())
+	defer cancel()
+	b, err := e.dial(bctx, m)
+	if err != nil {
+		return fmt.Errorf("verifying BIOS through %s: %w", m.BMC.Endpoint, err)
+	}
+	defer b.Close()
+	bad, err := b.VerifyBIOS(bctx, attrs)
+	if err != nil {
+		return fmt.Errorf("verifying BIOS: %w", err)
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("BIOS attributes did not stick: %s", strings.Join(bad, ", "))
+	}
+	return nil
+}
+
+// finish marks the job succeeded and the machine ready, with the time to
+// restore split by phase.
+func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
+	now := e.now()
+	var restore string
+	e.mu.Lock()
+	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+		st, err := decodeStatus(j)
+		if err != nil {
+			return err
+		}
+		endPhase(&st, phaseOf(j.Step), now)
+		start := j.Created
+		if p, ok := st.Phases["bmc"]; ok {
+			start = p.Start
+		}
+		st.Restore = now.Sub(start)
+		restore = formatPhases(st)
+		j.State, j.Step, j.Updated = store.JobSucceeded, "done", now
+		return encodeStatus(j, st)
+	})
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := e.setState(ctx, machineID, machine.StateReady, "verified against its recipe; "+restore, map[string]string{"job": j.ID}); err != nil {
+		return err
+	}
+	e.revokeTokens(ctx, j.ID)
+	e.notify(j.ID)
+	return nil
+}

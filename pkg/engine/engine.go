@@ -1,0 +1,230 @@
+// Package engine is ingot's provisioning engine: the per-machine lifecycle
+// (enrolled -> inspecting -> provisioning -> verifying -> ready, plus failed
+// and reimaging), persisted reimage jobs that survive a restart, and the
+// decisions taken on what the BMC and the in-RAM agent report.
+//
+// The engine never talks to sockets itself: the BMC is reached through the
+// BMC interface (cmd/ wires pkg/bmc in), agent reports arrive through the
+// On* methods (the API server calls them), and every decision is recorded in
+// the store as a job step and an event.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// BMC is what the engine needs from a machine's baseboard management
+// controller. pkg/bmc's client satisfies it through a thin adapter in cmd/.
+type BMC interface {
+	// PowerCycle turns the machine on, or power-cycles it when it is on.
+	PowerCycle(ctx context.Context) error
+	// SetBootOverride sets the next boot's device: "Pxe", "UefiHttp", "Hdd".
+	SetBootOverride(ctx context.Context, target, uri string, once bool) error
+	// ApplyBIOS stages attributes; they take effect at the next reset.
+	ApplyBIOS(ctx context.Context, attrs map[string]any) error
+	// VerifyBIOS returns the names of attributes that do not hold the wanted value.
+	VerifyBIOS(ctx context.Context, want map[string]any) ([]string, error)
+	Close() error
+}
+
+// DialBMC opens a BMC session for a machine.
+type DialBMC func(ctx context.Context, m *machine.Machine) (BMC, error)
+
+// RecipeSource returns a resolved (extends applied) and linted recipe; it
+// returns an error that names every problem when the recipe does not lint.
+type RecipeSource func(name string) (*recipe.Recipe, error)
+
+// Artifacts says whether a pinned artifact is present in the content store.
+type Artifacts interface {
+	Has(sha256 string) bool
+}
+
+// DriftCheck compares an inventory with a recipe's expected hardware.
+type DriftCheck func(inv machine.Inventory, r *recipe.Recipe) []Finding
+
+// Finding is one difference between a machine and its recipe.
+type Finding struct {
+	Severity string `json:"severity"` // critical, warning, info
+	Part     string `json:"part"`
+	Message  string `json:"message"`
+}
+
+// Config builds an Engine.
+type Config struct {
+	Store     store.Store
+	DialBMC   DialBMC
+	Recipes   RecipeSource
+	Artifacts Artifacts  // nil skips the artifact preflight (tests)
+	Drift     DriftCheck // nil: no drift check
+	Logger    *slog.Logger
+	Now       func() time.Time
+	// Tick is how often Run looks for steps that timed out (default 1s).
+	Tick time.Duration
+	// Defaults for recipes that set no timeouts.
+	Defaults recipe.Timeouts
+}
+
+// Engine runs provisioning jobs.
+type Engine struct {
+	store     store.Store
+	dial      DialBMC
+	recipes   RecipeSource
+	artifacts Artifacts
+	drift     DriftCheck
+	log       *slog.Logger
+	now       func() time.Time
+	tick      time.Duration
+	defaults  recipe.Timeouts
+
+	mu       sync.Mutex      // serializes job step changes
+	kick     chan string     // job IDs whose BMC step should run now
+	rollouts chan string     // rollout job IDs to drive
+	running  map[string]bool // jobs with a BMC step in flight
+	again    map[string]bool // jobs kicked while their BMC step ran
+	waiters  map[string][]chan struct{}
+}
+
+// New builds an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil || cfg.DialBMC == nil || cfg.Recipes == nil {
+		return nil, errors.New("engine: Store, DialBMC and Recipes are required")
+	}
+	e := &Engine{
+		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
+		drift: cfg.Drift, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults,
+		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.tick == 0 {
+		e.tick = time.Second
+	}
+	d := &e.defaults
+	for _, x := range []struct {
+		p *recipe.Duration
+		v time.Duration
+	}{{&d.Power, 5 * time.Minute}, {&d.POST, 15 * time.Minute}, {&d.Provision, 60 * time.Minute}, {&d.Verify, 30 * time.Minute}} {
+		if *x.p == 0 {
+			*x.p = recipe.Duration(x.v)
+		}
+	}
+	if d.Retries == 0 {
+		d.Retries = 2
+	}
+	return e, nil
+}
+
+// Steps of a reimage job, in order. Job.Step holds the current one.
+const (
+	StepBMC       = "bmc"       // apply BIOS, boot override to network, power cycle
+	StepBoot      = "boot"      // POST, DHCP, iPXE, agent start: until the agent asks for its task
+	StepInventory = "inventory" // agent reports inventory; drift findings block ready
+	StepImage     = "image"     // agent streams, verifies and writes the image
+	StepChecks    = "checks"    // acceptance checks
+	StepHandoff   = "handoff"   // boot override to disk, reboot into the installed OS
+	StepFirstBoot = "firstboot" // the installed OS reports kernel and drivers
+	StepVerify    = "verify"    // BIOS attributes stuck, driver pins match
+)
+
+// Phases for the time-to-restore report.
+var Phases = []string{"bmc", "post+boot", "inventory", "image", "checks", "reboot+firstboot", "verify"}
+
+// ReimageSpec is the input of a reimage job.
+type ReimageSpec struct {
+	Machine string `json:"machine"` // machine ID
+	Recipe  string `json:"recipe"`
+	Reason  string `json:"reason,omitempty"`
+	Actor   string `json:"actor,omitempty"`
+}
+
+// ReimageStatus is a reimage job's progress, persisted with the job.
+type ReimageStatus struct {
+	Phases   map[string]Phase  `json:"phases,omitempty"`
+	Bytes    int64             `json:"bytes,omitempty"`
+	Total    int64             `json:"total,omitempty"`
+	RateBps  float64           `json:"rate_bps,omitempty"`
+	Findings []Finding         `json:"findings,omitempty"`
+	Checks   []CheckResult     `json:"checks,omitempty"`
+	Software *machine.Software `json:"software,omitempty"`
+	Log      []string          `json:"log,omitempty"` // last agent log lines (evidence)
+	Restore  time.Duration     `json:"restore,omitempty"`
+}
+
+// Phase is when one phase started and ended.
+type Phase struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end,omitempty"`
+}
+
+// CheckResult is one acceptance check's outcome as the agent reports it.
+type CheckResult struct {
+	Name   string  `json:"name"`
+	OK     bool    `json:"ok"`
+	Detail string  `json:"detail,omitempty"`
+	Value  float64 `json:"value,omitempty"`
+}
+
+func decodeStatus(j *store.Job) (ReimageStatus, error) {
+	var st ReimageStatus
+	if len(j.Status) > 0 {
+		if err := json.Unmarshal(j.Status, &st); err != nil {
+			return st, fmt.Errorf("job %s: decoding status: %w", j.ID, err)
+		}
+	}
+	if st.Phases == nil {
+		st.Phases = map[string]Phase{}
+	}
+	return st, nil
+}
+
+func decodeSpec(j *store.Job) (ReimageSpec, error) {
+	var sp ReimageSpec
+	if err := json.Unmarshal(j.Spec, &sp); err != nil {
+		return sp, fmt.Errorf("job %s: decoding spec: %w", j.ID, err)
+	}
+	return sp, nil
+}
+
+func encodeStatus(j *store.Job, st ReimageStatus) error {
+	b, err := json.Marshal(st)
+	j.Status = b
+	return err
+}
+
+// Status decodes a reimage job's status for display.
+func Status(j *store.Job) (ReimageStatus, error) { return decodeStatus(j) }
+
+// formatPhases renders the time to restore by phase:
+// "time to restore 1m32s: bmc 2s, post+boot 41s, ...".
+func formatPhases(st ReimageStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "time to restore %s:", st.Restore.Round(time.Second))
+	sep := " "
+	for _, name := range Phases {
+		p, ok := st.Phases[name]
+		if !ok || p.End.IsZero() {
+			continue
+		}
+		fmt.Fprintf(&b, "%s%s %s", sep, name, p.End.Sub(p.Start).Round(100*time.Millisecond))
+		sep = ", "
+	}
+	return b.String()
+}
+
+// FormatPhases is formatPhases for the CLI.
+func FormatPhases(st ReimageStatus) string { return formatPhases(st) }

@@ -1,0 +1,447 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+)
+
+// fakeBMC records what the engine asks of a machine's BMC. It stands at the
+// edge: pkg/bmc against the virtual BMC is tested in pkg/bmc and end to end.
+type fakeBMC struct {
+	mu         sync.Mutex
+	calls      []string
+	dialErr    error
+	failNode   string // dial fails for this machine name
+	biosErr    error
+	notStuck   []string
+	bootTarget string
+}
+
+func (f *fakeBMC) dial(_ context.Context, m *machine.Machine) (engine.BMC, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dialErr != nil {
+		return nil, f.dialErr
+	}
+	if f.failNode != "" && m.Name == f.failNode {
+		return nil, errors.New("BMC unreachable")
+	}
+	return f, nil
+}
+func (f *fakeBMC) rec(s string)                     { f.mu.Lock(); f.calls = append(f.calls, s); f.mu.Unlock() }
+func (f *fakeBMC) PowerCycle(context.Context) error { f.rec("cycle"); return nil }
+func (f *fakeBMC) SetBootOverride(_ context.Context, t, _ string, _ bool) error {
+	f.rec("boot " + t)
+	return nil
+}
+func (f *fakeBMC) ApplyBIOS(_ context.Context, a map[string]any) error {
+	f.rec(fmt.Sprintf("bios %d", len(a)))
+	return f.biosErr
+}
+func (f *fakeBMC) VerifyBIOS(context.Context, map[string]any) ([]string, error) {
+	f.rec("verify")
+	return f.notStuck, nil
+}
+func (f *fakeBMC) Close() error { return nil }
+func (f *fakeBMC) Calls() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.calls, ",")
+}
+
+func testRecipe() *recipe.Recipe {
+	return &recipe.Recipe{
+		Name: "lab-qemu", Version: "1",
+		BIOS:       recipe.BIOS{Attributes: map[string]recipe.Value{"SriovGlobalEnable": recipe.StringValue("Enabled")}},
+		OS:         recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: strings.Repeat("a", 64), Format: "raw.zst"}},
+		Drivers:    map[string]string{"nvidia": "535.309.01"},
+		Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size"}}},
+		Timeouts:   recipe.Timeouts{POST: recipe.Duration(time.Minute), Retries: 2},
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+type harness struct {
+	t    *testing.T
+	s    store.Store
+	e    *engine.Engine
+	bmc  *fakeBMC
+	now  time.Time
+	mu   sync.Mutex
+	stop context.CancelFunc
+}
+
+func newHarness(t *testing.T, drift engine.DriftCheck) *harness {
+	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+	h.start(drift)
+	return h
+}
+
+func (h *harness) clock() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now }
+func (h *harness) advance(d time.Duration) {
+	h.mu.Lock()
+	h.now = h.now.Add(d)
+	h.mu.Unlock()
+}
+
+func (h *harness) start(drift engine.DriftCheck) {
+	e, err := engine.New(engine.Config{
+		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
+		Recipes: func(name string) (*recipe.Recipe, error) {
+			if name != "lab-qemu" {
+				return nil, errors.New("no such recipe")
+			}
+			return testRecipe(), nil
+		},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = e.Run(ctx); close(done) }()
+	h.e = e
+	h.stop = func() { cancel(); <-done }
+	h.t.Cleanup(h.stop)
+}
+
+func (h *harness) enroll(name string) *machine.Machine {
+	m := &machine.Machine{Name: name, MACs: []string{"52:54:00:00:00:01"}, Recipe: "lab-qemu", State: machine.StateReady,
+		BMC: machine.BMC{Endpoint: "http://127.0.0.1:1"}}
+	if err := h.s.CreateMachine(context.Background(), m); err != nil {
+		h.t.Fatal(err)
+	}
+	return m
+}
+
+// waitStep polls until the job reaches a step (or a final state).
+func (h *harness) waitStep(id, step string) *store.Job {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		j, err := h.s.GetJob(context.Background(), id)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if j.Step == step || (j.State != store.JobRunning && step == string(j.State)) {
+			return j
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	j, _ := h.s.GetJob(context.Background(), id)
+	h.t.Fatalf("job %s never reached %s: at step %s state %s reason %q", id, step, j.Step, j.State, j.Reason)
+	return nil
+}
+
+// state returns a machine's state once it has settled (the job's end and
+// the machine's state are two writes).
+func (h *harness) state(name string) machine.State {
+	var m *machine.Machine
+	for i := 0; i < 200; i++ {
+		var err error
+		if m, err = h.s.GetMachine(context.Background(), name); err != nil {
+			h.t.Fatal(err)
+		}
+		if m.State == machine.StateFailed || m.State == machine.StateReady {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return m.State
+}
+
+func TestReimageHappyPath(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "disk died")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	if got := h.state("node1"); got != machine.StateProvisioning {
+		t.Fatalf("state after BMC step = %s, want provisioning", got)
+	}
+	h.advance(40 * time.Second)
+	task, err := h.e.OnTask(ctx, m.ID)
+	if err != nil || task.Mode != "provision" || task.Recipe.Name != "lab-qemu" {
+		t.Fatalf("task = %+v, %v", task, err)
+	}
+	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnProgress(ctx, m.ID, "image", 50, 100, 10); err != nil {
+		t.Fatal(err)
+	}
+	h.advance(10 * time.Second)
+	if err := h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	h.advance(20 * time.Second)
+	if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{Kernel: "6.1.0", Drivers: map[string]string{"nvidia": "535.309.01"}}); err != nil {
+		t.Fatal(err)
+	}
+	j = h.waitStep(j.ID, string(store.JobSucceeded))
+	if got := h.state("node1"); got != machine.StateReady {
+		t.Fatalf("final state %s, want ready", got)
+	}
+	if want := "bios 1,boot Pxe,cycle,boot Hdd,cycle,verify"; h.bmc.Calls() != want {
+		t.Errorf("BMC calls = %s, want %s", h.bmc.Calls(), want)
+	}
+	st, _ := engine.Status(j)
+	line := engine.FormatPhases(st)
+	for _, want := range []string{"time to restore 1m10s", "post+boot 40s", "checks"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("restore line %q lacks %q", line, want)
+		}
+	}
+	evs, _ := h.s.Events(ctx, m.ID, 0, 0)
+	var states []string
+	for _, ev := range evs {
+		if ev.Kind == "state" {
+			states = append(states, string(ev.To))
+		}
+	}
+	if got := strings.Join(states, ">"); got != "reimaging>provisioning>verifying>ready" {
+		t.Errorf("state events %s", got)
+	}
+}
+
+// Every failure path ends in failed with the right reason, never ready.
+func TestReimageFailures(t *testing.T) {
+	ctx := context.Background()
+	critical := func(machine.Inventory, *recipe.Recipe) []engine.Finding {
+		return []engine.Finding{{Severity: "critical", Part: "GPU 3", Message: "missing"}}
+	}
+	cases := []struct {
+		name   string
+		drift  engine.DriftCheck
+		setup  func(*fakeBMC)
+		run    func(h *harness, id string)
+		reason string
+	}{
+		{name: "BIOS attribute refused", setup: func(f *fakeBMC) { f.biosErr = errors.New("attribute SriovGlobalEnable is read-only") },
+			reason: "bmc: applying 1 BIOS attributes: attribute SriovGlobalEnable is read-only"},
+		{name: "image hash mismatch", run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+			h.e.OnDone(ctx, id, "image", false, "image sha256 mismatch: want aaaa found bbbb")
+		}, reason: "image: image sha256 mismatch"},
+		{name: "drift finding", drift: critical, run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+		}, reason: "inventory: hardware does not match recipe lab-qemu: GPU 3: missing"},
+		{name: "acceptance check fails", run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+			h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: false, Detail: "want 2TiB found 1TiB"}})
+		}, reason: "checks: acceptance checks failed: memory-size: want 2TiB found 1TiB"},
+		{name: "done without checks", run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+			h.e.OnDone(ctx, id, "handoff", true, "")
+		}, reason: "checks: the agent reported done without"},
+		{name: "driver pin differs", run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+			h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
+			h.e.OnDone(ctx, id, "handoff", true, "")
+			time.Sleep(50 * time.Millisecond)
+			h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "550.1"}})
+		}, reason: "verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found 550.1"},
+		{name: "BIOS did not stick", setup: func(f *fakeBMC) { f.notStuck = []string{"SriovGlobalEnable"} }, run: func(h *harness, id string) {
+			h.e.OnTask(ctx, id)
+			h.e.OnInventory(ctx, id, machine.Inventory{})
+			h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
+			h.e.OnDone(ctx, id, "handoff", true, "")
+			time.Sleep(50 * time.Millisecond)
+			h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}})
+		}, reason: "verify: BIOS attributes did not stick: SriovGlobalEnable"},
+		{name: "step timeout", run: func(h *harness, id string) {
+			for i := 0; i < 3; i++ { // POST timeout 1m, 2 attempts
+				time.Sleep(30 * time.Millisecond)
+				h.advance(2 * time.Minute)
+			}
+		}, reason: "boot: step boot timed out"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.drift)
+			if tc.setup != nil {
+				tc.setup(h.bmc)
+			}
+			m := h.enroll("node1")
+			j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.run != nil {
+				h.waitStep(j.ID, engine.StepBoot)
+				tc.run(h, m.ID)
+			}
+			j = h.waitStep(j.ID, string(store.JobFailed))
+			if !strings.HasPrefix(j.Reason, tc.reason) {
+				t.Errorf("reason %q, want prefix %q", j.Reason, tc.reason)
+			}
+			if got := h.state("node1"); got != machine.StateFailed {
+				t.Errorf("state %s, want failed", got)
+			}
+			// A failed job never turns ready later: a late first-boot report is refused.
+			if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{}); err == nil {
+				t.Error("late first boot accepted after failure")
+			}
+		})
+	}
+}
+
+func TestPreflightBlocks(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.bmc.dialErr = errors.New("connection refused")
+	h.enroll("node1")
+	_, err := h.e.Reimage(ctx, "node1", "t", "")
+	if !errors.Is(err, engine.ErrPreflight) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want a preflight error naming the BMC failure", err)
+	}
+	h.bmc.dialErr = nil
+	if _, err := h.e.Reimage(ctx, "node1", "t", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.e.Reimage(ctx, "node1", "t", ""); err == nil || !strings.Contains(err.Error(), "already in job") {
+		t.Fatalf("second reimage: %v, want 'already in job'", err)
+	}
+}
+
+// A process that dies mid-job resumes from the persisted step.
+func TestResumeAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "t", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	h.e.OnTask(ctx, m.ID)
+	h.e.OnInventory(ctx, m.ID, machine.Inventory{})
+	h.stop() // the engine goes away mid image write
+	h.start(nil)
+	h.e.OnProgress(ctx, m.ID, "image", 100, 100, 1)
+	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, string(store.JobSucceeded))
+	evs, _ := h.s.Events(ctx, m.ID, 0, 0)
+	var resumed bool
+	for _, ev := range evs {
+		resumed = resumed || ev.Kind == "job.resumed"
+	}
+	if !resumed {
+		t.Error("no job.resumed event after restart")
+	}
+}
+
+// simAgents plays the agent and the installed OS of every machine whose job
+// waits on them, until ctx ends.
+func (h *harness) simAgents(ctx context.Context) {
+	for ctx.Err() == nil {
+		jobs, _ := h.s.ListJobs(ctx, store.JobRunning)
+		for _, j := range jobs {
+			if j.Kind != "reimage" {
+				continue
+			}
+			id := j.Machines[0]
+			switch j.Step {
+			case engine.StepBoot:
+				h.e.OnTask(ctx, id)
+				h.e.OnInventory(ctx, id, machine.Inventory{})
+				h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
+				h.e.OnDone(ctx, id, "handoff", true, "")
+			case engine.StepFirstBoot:
+				h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}})
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// 20 machines in waves of 5 (after a canary of 1): one machine whose BMC is
+// unreachable stops the rollout at max-failures 0, and not at 1.
+func TestRolloutMaxFailures(t *testing.T) {
+	for _, tc := range []struct {
+		maxFailures int
+		state       store.JobState
+		reimaged    int
+	}{{0, store.JobFailed, 5}, {1, store.JobSucceeded, 19}} {
+		t.Run(fmt.Sprint("max-failures ", tc.maxFailures), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			h := newHarness(t, nil)
+			h.bmc.failNode = "node04"
+			for i := 0; i < 20; i++ {
+				m := &machine.Machine{Name: fmt.Sprintf("node%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:01:%02x", i)},
+					Recipe: "lab-qemu", State: machine.StateReady, Rack: fmt.Sprintf("r%d", i%2), BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", 1000+i)}}
+				if err := h.s.CreateMachine(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			go h.simAgents(ctx)
+			j, err := h.e.StartRollout(ctx, engine.RolloutSpec{Recipe: "lab-qemu", Batch: 5, MaxFailures: tc.maxFailures, PerRack: 3}, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			j = h.waitStep(j.ID, string(tc.state))
+			var st engine.RolloutStatus
+			if err := json.Unmarshal(j.Status, &st); err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Waves) != 5 || len(st.Waves[0]) != 1 {
+				t.Errorf("waves %v: want a canary of 1 then 4 waves of 5", st.Waves)
+			}
+			ready, _ := h.s.ListMachines(ctx, store.MachineFilter{State: machine.StateReady})
+			// Machines never touched stay ready too: count reimage jobs instead.
+			all, _ := h.s.ListJobs(ctx, store.JobSucceeded)
+			n := 0
+			for _, x := range all {
+				if x.Kind == "reimage" {
+					n++
+				}
+			}
+			if n != tc.reimaged {
+				t.Errorf("%d machines reimaged, want %d (ready now: %d); rollout: %s", n, tc.reimaged, len(ready), j.Reason)
+			}
+			if tc.state == store.JobFailed && !strings.Contains(j.Reason, "stopped after wave 2 of 5: 1 failed") {
+				t.Errorf("reason %q", j.Reason)
+			}
+		})
+	}
+}

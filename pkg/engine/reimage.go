@@ -1,0 +1,308 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Plan is what a reimage would do, as `ingot reimage --dry-run` prints it.
+type Plan struct {
+	Machine  string   `json:"machine"`
+	Name     string   `json:"name"`
+	Recipe   string   `json:"recipe"`
+	Steps    []string `json:"steps"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ErrPreflight wraps every preflight failure.
+var ErrPreflight = errors.New("preflight failed")
+
+// Preflight checks everything a reimage needs before touching the machine:
+// the recipe lints, every pinned artifact is present, the BMC answers with
+// valid credentials, and the machine is not in another job.
+func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) {
+	m, err := e.store.GetMachine(ctx, idOrName)
+	if err != nil {
+		return nil, fmt.Errorf("reimage %s: %w", idOrName, err)
+	}
+	p := &Plan{Machine: m.ID, Name: m.Name, Recipe: m.Recipe}
+	if m.Recipe == "" {
+		p.Problems = append(p.Problems, "machine has no recipe: run 'ingot machine set-recipe "+m.Name+" RECIPE'")
+	}
+	var r *recipe.Recipe
+	if m.Recipe != "" {
+		if r, err = e.recipes(m.Recipe); err != nil {
+			p.Problems = append(p.Problems, fmt.Sprintf("recipe %s: %v", m.Recipe, err))
+		}
+	}
+	if r != nil {
+		p.Steps = planSteps(r)
+		p.Problems = append(p.Problems, e.missingArtifacts(r)...)
+	}
+	if job, _ := e.activeJob(ctx, m.ID); job != nil {
+		p.Problems = append(p.Problems, fmt.Sprintf("machine is already in job %s (step %s)", job.ID, job.Step))
+	}
+	if err := e.probeBMC(ctx, m); err != nil {
+		p.Problems = append(p.Problems, err.Error())
+	}
+	if len(p.Problems) > 0 {
+		return p, fmt.Errorf("%w for %s: %s", ErrPreflight, m.Name, strings.Join(p.Problems, "; "))
+	}
+	return p, nil
+}
+
+func planSteps(r *recipe.Recipe) []string {
+	var s []string
+	if n := len(r.BIOS.Attributes); n > 0 {
+		s = append(s, fmt.Sprintf("bmc: stage %d BIOS attributes (applied at the next reset)", n))
+	}
+	s = append(s,
+		"bmc: one-time boot override to the network (Pxe), power cycle",
+		"boot: DHCP, iPXE, agent "+short(r.OS.Agent.Kernel.SHA256),
+		"inventory: compare with the recipe's hardware; critical drift fails the job",
+		fmt.Sprintf("image: write %s (sha256 %s) to the boot disk", r.OS.Image.Name, short(r.OS.Image.SHA256)),
+		fmt.Sprintf("checks: %d acceptance checks", len(r.Acceptance.Checks)),
+		"handoff: boot override to disk, reboot into the installed OS",
+		"firstboot: installed OS reports kernel and drivers",
+		"verify: BIOS attributes stuck, driver pins match, then ready",
+	)
+	return s
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12] + "…"
+	}
+	return sha
+}
+
+func (e *Engine) missingArtifacts(r *recipe.Recipe) []string {
+	if e.artifacts == nil {
+		return nil
+	}
+	var out []string
+	for _, a := range []struct{ what, sha string }{
+		{"image " + r.OS.Image.Name, r.OS.Image.SHA256},
+		{"agent kernel", r.OS.Agent.Kernel.SHA256},
+		{"agent initrd", r.OS.Agent.Initrd.SHA256},
+	} {
+		if a.sha != "" && !e.artifacts.Has(a.sha) {
+			out = append(out, fmt.Sprintf("%s: sha256 %s is not in the artifact store (ingot image import)", a.what, a.sha))
+		}
+	}
+	return out
+}
+
+func (e *Engine) probeBMC(ctx context.Context, m *machine.Machine) error {
+	if m.BMC.Endpoint == "" {
+		return fmt.Errorf("machine %s has no BMC endpoint", m.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.defaults.Power.D())
+	defer cancel()
+	b, err := e.dial(ctx, m)
+	if err != nil {
+		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
+	}
+	return b.Close()
+}
+
+// Reimage runs the preflight and, when it passes, starts a persisted job.
+func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*store.Job, error) {
+	p, err := e.Preflight(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	m, err := e.store.GetMachine(ctx, p.Machine)
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := json.Marshal(ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor})
+	job := &store.Job{
+		ID: newID("j-"), Kind: "reimage", Machines: []string{m.ID}, State: store.JobRunning,
+		Step: StepBMC, Spec: spec, Created: e.now(), Updated: e.now(),
+		Deadline: e.now().Add(e.defaults.Power.D()),
+	}
+	if err := e.store.CreateJob(ctx, job); err != nil {
+		return nil, fmt.Errorf("creating reimage job for %s: %w", m.Name, err)
+	}
+	to := machine.StateReimaging
+	if m.State != machine.StateReady && m.State != machine.StateFailed {
+		to = machine.StateProvisioning
+	}
+	if err := e.setState(ctx, m.ID, to, "reimage requested by "+actor+": "+reason, map[string]string{"job": job.ID}); err != nil {
+		e.fail(ctx, job.ID, StepBMC, err.Error())
+		return nil, err
+	}
+	e.kick <- job.ID
+	return job, nil
+}
+
+// activeJob returns the running job that holds a machine, if any.
+func (e *Engine) activeJob(ctx context.Context, machineID string) (*store.Job, error) {
+	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	if err != nil {
+		return nil, err
+	}
+	for i := range jobs {
+		for _, id := range jobs[i].Machines {
+			if id == machineID && jobs[i].Kind == "reimage" {
+				return &jobs[i], nil
+			}
+		}
+	}
+	return nil, store.ErrNotFound
+}
+
+// ActiveJob is activeJob for the API: a machine token is valid only while
+// its machine's job runs.
+func (e *Engine) ActiveJob(ctx context.Context, machineID string) (*store.Job, error) {
+	return e.activeJob(ctx, machineID)
+}
+
+func newID(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// advance moves a job to the next step, closing and opening phases.
+// fn may also change the status. It is the one place job steps change.
+func (e *Engine) advance(ctx context.Context, jobID, from, to string, timeout time.Duration, fn func(*ReimageStatus)) (*store.Job, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.now()
+	return e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+		if j.State != store.JobRunning {
+			return fmt.Errorf("job %s is %s, not running", j.ID, j.State)
+		}
+		if from != "" && j.Step != from {
+			return fmt.Errorf("%w: job %s is at step %s, not %s", errWrongStep, j.ID, j.Step, from)
+		}
+		st, err := decodeStatus(j)
+		if err != nil {
+			return err
+		}
+		if fn != nil {
+			fn(&st)
+		}
+		if to != "" && to != j.Step {
+			endPhase(&st, phaseOf(j.Step), now)
+			startPhase(&st, phaseOf(to), now)
+			j.Step = to
+			if timeout > 0 {
+				j.Deadline = now.Add(timeout)
+			}
+		}
+		j.Updated = now
+		j.Status, err = json.Marshal(st)
+		return err
+	})
+}
+
+var errWrongStep = errors.New("wrong step")
+
+func phaseOf(step string) string {
+	switch step {
+	case StepBMC:
+		return "bmc"
+	case StepBoot:
+		return "post+boot"
+	case StepHandoff, StepFirstBoot:
+		return "reboot+firstboot"
+	}
+	return step
+}
+
+func startPhase(st *ReimageStatus, name string, t time.Time) {
+	if _, ok := st.Phases[name]; !ok {
+		st.Phases[name] = Phase{Start: t}
+	}
+}
+
+func endPhase(st *ReimageStatus, name string, t time.Time) {
+	if p, ok := st.Phases[name]; ok && p.End.IsZero() {
+		p.End = t
+		st.Phases[name] = p
+	}
+}
+
+// fail ends a job and its machine in failed, with the step and the reason.
+// The job keeps its status as the evidence bundle (events, agent log,
+// inventory findings, check results).
+func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
+	e.mu.Lock()
+	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+		if j.State != store.JobRunning {
+			return fmt.Errorf("job %s already %s", j.ID, j.State)
+		}
+		j.State, j.Reason, j.Updated = store.JobFailed, fmt.Sprintf("%s: %s", step, reason), e.now()
+		return nil
+	})
+	e.mu.Unlock()
+	if err != nil {
+		e.log.Warn("failing job", "job", jobID, "err", err)
+		return
+	}
+	for _, id := range j.Machines {
+		if err := e.setState(ctx, id, machine.StateFailed, j.Reason, map[string]string{"job": j.ID, "step": step}); err != nil {
+			e.log.Error("marking machine failed", "machine", id, "err", err)
+		}
+	}
+	e.revokeTokens(ctx, j.ID)
+	e.log.Info("job failed", "job", j.ID, "step", step, "reason", reason)
+	e.notify(j.ID)
+}
+
+func (e *Engine) revokeTokens(ctx context.Context, jobID string) {
+	toks, err := e.store.ListTokens(ctx)
+	if err != nil {
+		return
+	}
+	for _, t := range toks {
+		if t.JobID == jobID && !t.Revoked {
+			t.Revoked = true
+			_ = e.store.PutToken(ctx, t)
+		}
+	}
+}
+
+// Wait blocks until the job leaves the running state or ctx ends.
+func (e *Engine) Wait(ctx context.Context, jobID string) (*store.Job, error) {
+	for {
+		ch := make(chan struct{})
+		e.mu.Lock()
+		e.waiters[jobID] = append(e.waiters[jobID], ch)
+		e.mu.Unlock()
+		j, err := e.store.GetJob(ctx, jobID)
+		if err != nil || j.State != store.JobRunning {
+			return j, err
+		}
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return j, ctx.Err()
+		}
+	}
+}
+
+func (e *Engine) notify(jobID string) {
+	e.mu.Lock()
+	ws := e.waiters[jobID]
+	delete(e.waiters, jobID)
+	e.mu.Unlock()
+	for _, ch := range ws {
+		close(ch)
+	}
+}

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// RolloutSpec asks for a recipe's machines to be (re)provisioned in waves.
+type RolloutSpec struct {
+	Recipe      string   `json:"recipe"`
+	Machines    []string `json:"machines,omitempty"` // default: every machine of the recipe
+	Canary      int      `json:"canary,omitempty"`   // size of the first wave (default 1)
+	Batch       int      `json:"batch"`              // size of later waves
+	MaxFailures int      `json:"max_failures"`       // stop when a wave has more failures than this
+	PerRack     int      `json:"per_rack,omitempty"` // at most this many per rack in one wave (0 = no limit)
+	Reason      string   `json:"reason,omitempty"`
+}
+
+// RolloutStatus is a rollout's progress, persisted with its job.
+type RolloutStatus struct {
+	Waves   [][]string        `json:"waves"` // machine IDs
+	Wave    int               `json:"wave"`  // index of the current wave
+	Jobs    map[string]string `json:"jobs"`  // machine ID -> reimage job ID
+	Failed  map[string]string `json:"failed,omitempty"`
+	Stopped string            `json:"stopped,omitempty"`
+}
+
+// Waves splits machines into a canary wave and batches, never putting more
+// than perRack machines of one rack into a wave. The order is deterministic.
+func Waves(ms []machine.Machine, canary, batch, perRack int) [][]string {
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	left := ms
+	var waves [][]string
+	size := canary
+	for len(left) > 0 {
+		var wave []string
+		var rest []machine.Machine
+		perRackCount := map[string]int{}
+		for _, m := range left {
+			if len(wave) < size && (perRack <= 0 || perRackCount[m.Rack] < perRack) {
+				wave = append(wave, m.ID)
+				perRackCount[m.Rack]++
+				continue
+			}
+			rest = append(rest, m)
+		}
+		waves = append(waves, wave)
+		left, size = rest, batch
+	}
+	return waves
+}
+
+// StartRollout validates the spec, plans the waves and starts a rollout job
+// that Run drives (and resumes after a restart).
+func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string) (*store.Job, error) {
+	if sp.Recipe == "" {
+		return nil, errors.New("rollout: recipe is empty")
+	}
+	if sp.Batch <= 0 {
+		return nil, fmt.Errorf("rollout: batch %d: expected a positive wave size", sp.Batch)
+	}
+	if sp.MaxFailures < 0 {
+		return nil, fmt.Errorf("rollout: max_failures %d: expected 0 or more", sp.MaxFailures)
+	}
+	if sp.Canary <= 0 {
+		sp.Canary = 1
+	}
+	if _, err := e.recipes(sp.Recipe); err != nil {
+		return nil, fmt.Errorf("rollout: recipe %s: %w", sp.Recipe, err)
+	}
+	var ms []machine.Machine
+	if len(sp.Machines) == 0 {
+		all, err := e.store.ListMachines(ctx, store.MachineFilter{Recipe: sp.Recipe})
+		if err != nil {
+			return nil, err
+		}
+		ms = all
+	}
+	for _, n := range sp.Machines {
+		m, err := e.store.GetMachine(ctx, n)
+		if err != nil {
+			return nil, fmt.Errorf("rollout: machine %s: %w", n, err)
+		}
+		if m.Recipe != sp.Recipe {
+			return nil, fmt.Errorf("rollout: machine %s uses recipe %q, not %s", m.Name, m.Recipe, sp.Recipe)
+		}
+		ms = append(ms, *m)
+	}
+	if len(ms) == 0 {
+		return nil, fmt.Errorf("rollout: no machines use recipe %s", sp.Recipe)
+	}
+	st := RolloutStatus{Waves: Waves(ms, sp.Canary, sp.Batch, sp.PerRack), Jobs: map[string]string{}, Failed: map[string]string{}}
+	spec, _ := json.Marshal(sp)
+	status, _ := json.Marshal(st)
+	j := &store.Job{ID: newID("r-"), Kind: "rollout", State: store.JobRunning, Step: "wave 1", Spec: spec, Status: status,
+		Created: e.now(), Updated: e.now()}
+	for _, m := range ms {
+		j.Machines = append(j.Machines, m.ID)
+	}
+	if err := e.store.CreateJob(ctx, j); err != nil {
+		return nil, err
+	}
+	e.log.Info("rollout started", "job", j.ID, "recipe", sp.Recipe, "waves", len(st.Waves), "actor", actor)
+	e.rollouts <- j.ID
+	return j, nil
+}
+
+// driveRollout runs a rollout's waves until it ends or ctx does. Each wave's
+// reimage jobs are recorded before they start, so a restart resumes the
+// same wave without starting a machine twice.
+func (e *Engine) driveRollout(ctx context.Context, id string) {
+	for ctx.Err() == nil {
+		j, err := e.store.GetJob(ctx, id)
+		if err != nil || j.State != store.JobRunning {
+			return
+		}
+		var sp RolloutSpec
+		var st RolloutStatus
+		if json.Unmarshal(j.Spec, &sp) != nil || json.Unmarshal(j.Status, &st) != nil {
+			e.endRollout(ctx, id, store.JobFailed, "rollout job is corrupt", st)
+			return
+		}
+		if st.Jobs == nil {
+			st.Jobs = map[string]string{}
+		}
+		if st.Failed == nil {
+			st.Failed = map[string]string{}
+		}
+		if st.Wave >= len(st.Waves) {
+			e.endRollout(ctx, id, store.JobSucceeded, "", st)
+			return
+		}
+		wave := st.Waves[st.Wave]
+		for _, mid := range wave {
+			if _, ok := st.Jobs[mid]; ok {
+				continue
+			}
+			rj, err := e.Reimage(ctx, mid, "rollout "+id, sp.Reason)
+			if err != nil {
+				st.Jobs[mid] = ""
+				st.Failed[mid] = err.Error()
+			} else {
+				st.Jobs[mid] = rj.ID
+			}
+			if err := e.saveRollout(ctx, id, st, j.Step); err != nil {
+				return
+			}
+		}
+		failures := 0
+		for _, mid := range wave {
+			if jid := st.Jobs[mid]; jid != "" {
+				rj, err := e.Wait(ctx, jid)
+				if err != nil {
+					return
+				}
+				if rj.State != store.JobSucceeded {
+					st.Failed[mid] = rj.Reason
+				}
+			}
+			if _, bad := st.Failed[mid]; bad {
+				failures++
+			}
+		}
+		if failures > sp.MaxFailures {
+			e.endRollout(ctx, id, store.JobFailed, fmt.Sprintf("stopped after wave %d of %d: %d failed, more than max-failures %d", st.Wave+1, len(st.Waves), failures, sp.MaxFailures), st)
+			return
+		}
+		st.Wave++
+		if err := e.saveRollout(ctx, id, st, fmt.Sprintf("wave %d", st.Wave+1)); err != nil {
+			return
+		}
+	}
+}
+
+func (e *Engine) saveRollout(ctx context.Context, id string, st RolloutStatus, step string) error {
+	_, err := e.store.UpdateJob(ctx, id, func(j *store.Job) error {
+		b, err := json.Marshal(st)
+		j.Status, j.Step, j.Updated = b, step, e.now()
+		return err
+	})
+	return err
+}
+
+func (e *Engine) endRollout(ctx context.Context, id string, state store.JobState, reason string, st RolloutStatus) {
+	st.Stopped = reason
+	_, _ = e.store.UpdateJob(ctx, id, func(j *store.Job) error {
+		b, _ := json.Marshal(st)
+		j.State, j.Reason, j.Status, j.Updated, j.Step = state, reason, b, e.now(), "done"
+		return nil
+	})
+	e.log.Info("rollout ended", "job", id, "state", state, "reason", reason)
+	e.notify(id)
+}

@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Run resumes the jobs a previous process left running, then executes BMC
+// steps as they are asked for and fails or retries steps that time out. It
+// returns when ctx ends. Because every step is persisted before and after it
+// runs, a process killed at any point resumes here: a BMC step is repeated
+// (its actions are idempotent), a step waiting on the agent keeps waiting
+// until its persisted deadline.
+func (e *Engine) Run(ctx context.Context) error {
+	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	if err != nil {
+		return fmt.Errorf("engine: listing running jobs: %w", err)
+	}
+	for _, j := range jobs {
+		e.log.Info("resuming job", "job", j.ID, "step", j.Step)
+		e.event(ctx, firstOf(j.Machines), "job.resumed", "ingot restarted; resuming at step "+j.Step, map[string]string{"job": j.ID})
+		if j.Kind == "rollout" {
+			go e.driveRollout(ctx, j.ID)
+			continue
+		}
+		if j.Step == StepBMC || j.Step == StepHandoff {
+			e.kick <- j.ID
+		}
+	}
+	t := time.NewTicker(e.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case id := <-e.kick:
+			e.startBMCStep(ctx, id)
+		case id := <-e.rollouts:
+			go e.driveRollout(ctx, id)
+		case <-t.C:
+			e.checkDeadlines(ctx)
+		}
+	}
+}
+
+// startBMCStep runs a job's BMC step in its own goroutine, once at a time
+// per job; a kick that arrives while it runs makes it run again after.
+func (e *Engine) startBMCStep(ctx context.Context, id string) {
+	e.mu.Lock()
+	if e.running[id] {
+		e.again[id] = true
+		e.mu.Unlock()
+		return
+	}
+	e.running[id] = true
+	e.mu.Unlock()
+	go func() {
+		for {
+			e.runBMCStep(ctx, id)
+			e.mu.Lock()
+			if !e.again[id] || ctx.Err() != nil {
+				delete(e.running, id)
+				delete(e.again, id)
+				e.mu.Unlock()
+				return
+			}
+			delete(e.again, id)
+			e.mu.Unlock()
+		}
+	}()
+}
+
+func firstOf(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}
+
+// runBMCStep performs the BMC side of the bmc and handoff steps.
+func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
+	j, err := e.store.GetJob(ctx, jobID)
+	if err != nil || j.State != store.JobRunning {
+		return
+	}
+	sp, err := decodeSpec(j)
+	if err != nil {
+		e.fail(ctx, jobID, j.Step, err.Error())
+		return
+	}
+	m, err := e.store.GetMachine(ctx, sp.Machine)
+	if err != nil {
+		e.fail(ctx, jobID, j.Step, err.Error())
+		return
+	}
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
+		e.fail(ctx, jobID, j.Step, "recipe: "+err.Error())
+		return
+	}
+	to := e.timeouts(r)
+	step := j.Step
+	bctx, cancel := context.WithTimeout(ctx, to.Power.D())
+	defer cancel()
+	switch step {
+	case StepBMC:
+		_, _ = e.advance(ctx, jobID, StepBMC, "", 0, func(st *ReimageStatus) { startPhase(st, "bmc", e.now()) })
+		err = e.bmcProvision(bctx, m, r)
+		if err == nil && m.State == machine.StateReimaging {
+			err = e.setState(ctx, m.ID, machine.StateProvisioning, "network boot into the agent", map[string]string{"job": jobID})
+		}
+		if err == nil {
+			_, err = e.advance(ctx, jobID, StepBMC, StepBoot, to.POST.D(), nil)
+		}
+	case StepHandoff:
+		err = e.bmcHandoff(bctx, m)
+		if err == nil {
+			_, err = e.advance(ctx, jobID, StepHandoff, StepFirstBoot, to.Verify.D(), nil)
+		}
+	default:
+		return
+	}
+	if err != nil && ctx.Err() == nil {
+		e.retryOrFail(ctx, jobID, step, err.Error(), to.Retries)
+	}
+}
+
+func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe.Recipe) error {
+	b, err := e.dial(ctx, m)
+	if err != nil {
+		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
+	}
+	defer b.Close()
+	if attrs := biosAttrs(r); len(attrs) > 0 {
+		if err := b.ApplyBIOS(ctx, attrs); err != nil {
+			return fmt.Errorf("applying %d BIOS attributes: %w", len(attrs), err)
+		}
+		e.event(ctx, m.ID, "bmc.bios", fmt.Sprintf("staged %d BIOS attributes", len(attrs)), nil)
+	}
+	if err := b.SetBootOverride(ctx, "Pxe", "", true); err != nil {
+		return fmt.Errorf("setting one-time network boot: %w", err)
+	}
+	if err := b.PowerCycle(ctx); err != nil {
+		return fmt.Errorf("power cycle: %w", err)
+	}
+	e.event(ctx, m.ID, "bmc.boot", "one-time network boot set, power cycled", nil)
+	return nil
+}
+
+func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine) error {
+	b, err := e.dial(ctx, m)
+	if err != nil {
+		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
+	}
+	defer b.Close()
+	if err := b.SetBootOverride(ctx, "Hdd", "", true); err != nil {
+		return fmt.Errorf("setting boot from disk: %w", err)
+	}
+	if err := b.PowerCycle(ctx); err != nil {
+		return fmt.Errorf("power cycle into the installed OS: %w", err)
+	}
+	e.event(ctx, m.ID, "bmc.handoff", "boot from disk set, power cycled into the installed OS", nil)
+	return nil
+}
+
+func biosAttrs(r *recipe.Recipe) map[string]any {
+	out := map[string]any{}
+	for k, v := range r.BIOS.Attributes {
+		out[k] = v.Any()
+	}
+	return out
+}
+
+// timeouts returns the recipe's step timeouts with the engine's defaults.
+func (e *Engine) timeouts(r *recipe.Recipe) recipe.Timeouts {
+	t := r.Timeouts
+	d := e.defaults
+	if t.Power == 0 {
+		t.Power = d.Power
+	}
+	if t.POST == 0 {
+		t.POST = d.POST
+	}
+	if t.Provision == 0 {
+		t.Provision = d.Provision
+	}
+	if t.Verify == 0 {
+		t.Verify = d.Verify
+	}
+	if t.Retries == 0 {
+		t.Retries = d.Retries
+	}
+	return t
+}
+
+// retryOrFail repeats a job from its BMC step while attempts remain.
+// Steps that wait on the machine are retried by network-booting it again.
+func (e *Engine) retryOrFail(ctx context.Context, jobID, step, reason string, retries int) {
+	e.mu.Lock()
+	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+		if j.State != store.JobRunning || j.Step != step {
+			return errWrongStep
+		}
+		if j.Attempt+1 >= retries {
+			return errNoRetries
+		}
+		j.Attempt++
+		if step != StepHandoff {
+			j.Step = StepBMC
+		}
+		j.Updated = e.now()
+		j.Deadline = e.now().Add(e.defaults.Power.D())
+		return nil
+	})
+	e.mu.Unlock()
+	switch {
+	case err == nil:
+		e.event(ctx, firstOf(j.Machines), "job.retry", fmt.Sprintf("step %s: %s; attempt %d of %d", step, reason, j.Attempt+1, retries), map[string]string{"job": jobID})
+		e.kick <- jobID
+	case errors.Is(err, errNoRetries):
+		e.fail(ctx, jobID, step, reason)
+	}
+}
+
+var errNoRetries = errors.New("no retries left")
+
+func (e *Engine) checkDeadlines(ctx context.Context) {
+	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	if err != nil {
+		return
+	}
+	now := e.now()
+	for _, j := range jobs {
+		if j.Kind != "reimage" || j.Deadline.IsZero() || now.Before(j.Deadline) {
+			continue
+		}
+		e.mu.Lock()
+		busy := e.running[j.ID]
+		e.mu.Unlock()
+		if busy {
+			continue
+		}
+		reason := fmt.Sprintf("step %s timed out after %s", j.Step, j.Deadline.Sub(j.Updated).Round(time.Second))
+		retries := e.defaults.Retries
+		if sp, err := decodeSpec(&j); err == nil {
+			if r, err := e.recipes(sp.Recipe); err == nil {
+				retries = e.timeouts(r).Retries
+			}
+		}
+		// A timed-out image write or check is not retried: the agent
+		// reported nothing for the whole step, which is evidence in itself.
+		if j.Step == StepImage || j.Step == StepChecks || j.Step == StepVerify {
+			e.fail(ctx, j.ID, j.Step, reason)
+			continue
+		}
+		e.retryOrFail(ctx, j.ID, j.Step, reason, retries)
+	}
+}
