@@ -58,18 +58,18 @@ const (
 
 // Config is everything the DHCP server needs. cmd/ingot fills it from flags.
 type Config struct {
-	Interface string     // the only interface served; required by NewServer
-	ServerIP  netip.Addr // our address on Interface: server identifier, siaddr, TFTP server; zero = first IPv4 of Interface
-	Mode      string     // "full", "proxy" or "off"; "" = full
-	Pools     []Pool     // full mode: one per subnet served (directly or through relays)
-	BootFiles BootFiles  // first-stage iPXE binaries by pxe.Arch*; nil = DefaultBootFiles
-	HTTPBase  string     // e.g. http://10.77.0.1:8080 ; iPXE gets {HTTPBase}/ipxe?mac=..&arch=..
-	Unknown   string     // "ignore" or "discover"; "" = discover
-	LeaseTime time.Duration
-	Store     Store
-	Logger    *slog.Logger          // nil = silent
+	Interface  string     // the only interface served; required by NewServer
+	ServerIP   netip.Addr // our address on Interface: server identifier, siaddr, TFTP server; zero = first IPv4 of Interface
+	Mode       string     // "full", "proxy" or "off"; "" = full
+	Pools      []Pool     // full mode: one per subnet served (directly or through relays)
+	BootFiles  BootFiles  // first-stage iPXE binaries by pxe.Arch*; nil = DefaultBootFiles
+	HTTPBase   string     // e.g. http://10.77.0.1:8080 ; iPXE gets {HTTPBase}/ipxe?mac=..&arch=..
+	Unknown    string     // "ignore" or "discover"; "" = discover
+	LeaseTime  time.Duration
+	Store      Store
+	Logger     *slog.Logger          // nil = silent
 	Registerer prometheus.Registerer // nil = no metrics
-	Now       func() time.Time      // nil = time.Now
+	Now        func() time.Time      // nil = time.Now
 
 	// DeclineHold is how long an address a client DECLINEd stays unused; 0 = 10 minutes.
 	DeclineHold time.Duration

@@ -229,9 +229,9 @@ func TestHandleExchanges(t *testing.T) {
 			{req: initReboot(macR, "10.77.0.120"), want: "NAK"},
 			{req: initReboot(macR, "10.77.0.50"), want: "ACK", wantIP: "10.77.0.50"},
 		})},
-		"full-init-reboot-wrong-subnet": {steps: []step{{req: initReboot(macA, "192.168.1.7"), want: "NAK"}}},
+		"full-init-reboot-wrong-subnet":  {steps: []step{{req: initReboot(macA, "192.168.1.7"), want: "NAK"}}},
 		"full-init-reboot-outside-range": {steps: []step{{req: initReboot(macA, "10.77.0.7"), want: "NAK"}}},
-		"full-init-reboot-free": {steps: []step{{req: initReboot(macA, "10.77.0.170"), want: "ACK", wantIP: "10.77.0.170"}}},
+		"full-init-reboot-free":          {steps: []step{{req: initReboot(macA, "10.77.0.170"), want: "ACK", wantIP: "10.77.0.170"}}},
 		"full-request-taken": {steps: cat(dora(macA, "10.77.0.100", udhcpc...), []step{
 			{req: initReboot(macB, "10.77.0.100"), want: "NAK"},
 		})},
@@ -262,7 +262,7 @@ func TestHandleExchanges(t *testing.T) {
 			{req: discover(macB, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 100)))), advance: 59 * time.Minute, want: "OFFER", wantIP: "10.77.0.101"},
 			{req: discover("52:54:00:00:00:0c", dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 100)))), advance: 2 * time.Minute, want: "OFFER", wantIP: "10.77.0.100"},
 		})},
-		"full-inform": {steps: []step{{req: inform(macA, "10.77.0.33", ipxeBIOS...), want: "ACK", wantIP: "0.0.0.0"}}},
+		"full-inform":         {steps: []step{{req: inform(macA, "10.77.0.33", ipxeBIOS...), want: "ACK", wantIP: "0.0.0.0"}}},
 		"full-inform-foreign": {steps: []step{{req: inform(macA, "192.168.9.9"), want: ""}}},
 		"full-unknown-ignore": {
 			cfg:      func(c *Config) { c.Unknown = UnknownIgnore },

@@ -22,7 +22,7 @@ func req(t *testing.T, opts ...dhcpv4.Option) *dhcpv4.DHCPv4 {
 }
 
 func gen(code dhcpv4.OptionCode, b ...byte) dhcpv4.Option { return dhcpv4.OptGeneric(code, b) }
-func vendor(s string) dhcpv4.Option                        { return dhcpv4.OptClassIdentifier(s) }
+func vendor(s string) dhcpv4.Option                       { return dhcpv4.OptClassIdentifier(s) }
 
 var (
 	arch0  = gen(dhcpv4.OptionClientSystemArchitectureType, 0, 0)
