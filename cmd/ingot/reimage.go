@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/apiserver"
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// runReimage: `ingot reimage NODE... [--dry-run] [--wait=false]`.
+func runReimage(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("reimage", "reimage NODE... [--dry-run] [--wait=false] [--reason TEXT] [--server URL]")
+	af := addAPIFlags(fs)
+	dry := fs.Bool("dry-run", false, "run the preflight and print the plan; change nothing")
+	wait := fs.Bool("wait", true, "follow progress until every node is ready or failed")
+	reason := fs.String("reason", "", "why, recorded in the machine's events")
+	timeout := fs.Duration("timeout", 2*time.Hour, "give up waiting after this long (the job goes on)")
+	nodes, err := parseWithArgs(e, fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if len(nodes) == 0 {
+		fs.Usage()
+		return fmt.Errorf("expected at least one NODE (a machine name or ID)")
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	var res []apiserver.ReimageResult
+	if _, err := c.do(ctx, "POST", "/api/v1/reimage", apiserver.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason}, &res, 200, 202, 422); err != nil {
+		return err
+	}
+	failed := 0
+	jobs := map[string]string{}
+	for _, r := range res {
+		switch {
+		case r.Error != "":
+			failed++
+			fmt.Fprintf(e.stderr, "%s: %s\n", r.Machine, r.Error)
+		case r.Plan != nil:
+			fmt.Fprintf(e.stdout, "%s (recipe %s): preflight passed; plan:\n", r.Plan.Name, r.Plan.Recipe)
+			for i, s := range r.Plan.Steps {
+				fmt.Fprintf(e.stdout, "  %d. %s\n", i+1, s)
+			}
+		case r.Job != nil:
+			jobs[r.Machine] = r.Job.ID
+			fmt.Fprintf(e.stdout, "%s: job %s started\n", r.Machine, r.Job.ID)
+		}
+	}
+	if *dry || !*wait || len(jobs) == 0 {
+		if failed > 0 {
+			return exitError(1)
+		}
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if n, err := follow(wctx, c, jobs, e.stdout); err != nil {
+		return err
+	} else {
+		failed += n
+	}
+	if failed > 0 {
+		return exitError(1)
+	}
+	return nil
+}
+
+// follow polls the jobs and prints one progress line per node whenever it
+// changes; it returns how many jobs failed.
+func follow(ctx context.Context, c *apiClient, jobs map[string]string, w io.Writer) (int, error) {
+	tty := isTTY(w)
+	last := map[string]string{}
+	names := make([]string, 0, len(jobs))
+	for n := range jobs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	failed := 0
+	done := map[string]bool{}
+	for len(done) < len(names) {
+		for _, n := range names {
+			if done[n] {
+				continue
+			}
+			var j store.Job
+			if _, err := c.do(ctx, "GET", "/api/v1/jobs/"+jobs[n], nil, &j); err != nil {
+				return failed, err
+			}
+			st, _ := engine.Status(&j)
+			line := progressLine(n, &j, st)
+			if line != last[n] {
+				if tty {
+					fmt.Fprintf(w, "\r\033[K%s", line)
+				} else {
+					fmt.Fprintln(w, line)
+				}
+				last[n] = line
+			}
+			switch j.State {
+			case store.JobSucceeded:
+				done[n] = true
+				if tty {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "%s: ready; %s\n", n, engine.FormatPhases(st))
+			case store.JobFailed, store.JobCancelled:
+				done[n] = true
+				failed++
+				if tty {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "%s: FAILED at %s\n  evidence: ingot events %s; job %s (GET /api/v1/jobs/%s)\n", n, j.Reason, n, j.ID, j.ID)
+			}
+		}
+		if len(done) == len(names) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return failed, fmt.Errorf("stopped waiting (%v); the jobs go on: ingot events NODE", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return failed, nil
+}
+
+// progressLine renders "node1 [image ] ######....  41% 512MiB/1.2GiB 95MiB/s".
+func progressLine(name string, j *store.Job, st engine.ReimageStatus) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-12s %-10s", name, j.Step)
+	if st.Total > 0 {
+		frac := float64(st.Bytes) / float64(st.Total)
+		if frac > 1 {
+			frac = 1
+		}
+		bar := int(frac * 20)
+		fmt.Fprintf(&b, " [%s%s] %3.0f%% %s/%s %s/s", strings.Repeat("#", bar), strings.Repeat(".", 20-bar),
+			frac*100, humanBytes(st.Bytes), humanBytes(st.Total), humanBytes(int64(st.RateBps)))
+	} else if st.Bytes > 0 {
+		fmt.Fprintf(&b, " %s %s/s", humanBytes(st.Bytes), humanBytes(int64(st.RateBps)))
+	}
+	return b.String()
+}
+
+func humanBytes(n int64) string {
+	f := float64(n)
+	for _, u := range []string{"B", "KiB", "MiB", "GiB"} {
+		if f < 1024 || u == "GiB" {
+			if u == "B" {
+				return fmt.Sprintf("%d%s", n, u)
+			}
+			return fmt.Sprintf("%.1f%s", f, u)
+		}
+		f /= 1024
+	}
+	return ""
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// runRollout: `ingot rollout RECIPE --batch N --max-failures M`.
+func runRollout(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("rollout", "rollout RECIPE --batch N --max-failures M [--canary 1] [--per-rack K] [--wait=false]")
+	af := addAPIFlags(fs)
+	batch := fs.Int("batch", 5, "machines per wave after the canary wave")
+	maxF := fs.Int("max-failures", 0, "stop when a wave has more failures than this")
+	canary := fs.Int("canary", 1, "machines in the first wave")
+	perRack := fs.Int("per-rack", 0, "at most this many machines of one rack per wave (0: no limit)")
+	wait := fs.Bool("wait", true, "follow the rollout until it ends")
+	pos, err := parseWithArgs(e, fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if err := wantArgs(fs, pos, "RECIPE"); err != nil {
+		return err
+	}
+	c, err := af.client()
+	if err != nil {
+		return err
+	}
+	var j store.Job
+	spec := engine.RolloutSpec{Recipe: pos[0], Batch: *batch, MaxFailures: *maxF, Canary: *canary, PerRack: *perRack}
+	if _, err := c.do(ctx, "POST", "/api/v1/rollouts", spec, &j); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "rollout %s of %s started: %d machines\n", j.ID, pos[0], len(j.Machines))
+	for *wait {
+		if _, err := c.do(ctx, "GET", "/api/v1/rollouts/"+j.ID, nil, &j); err != nil {
+			return err
+		}
+		if j.State != store.JobRunning {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	fmt.Fprintf(e.stdout, "rollout %s: %s %s\n", j.ID, j.State, j.Reason)
+	if j.State == store.JobFailed {
+		return exitError(1)
+	}
+	return nil
+}
