@@ -267,8 +267,11 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 		}
 		seen[key] = true
 		elem := reflect.New(t.Elem()).Elem()
-		d.decode(val, elem, join(path, key))
-		v.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), elem)
+		p := join(path, key)
+		d.decode(val, elem, p)
+		if _, ok := d.positions[p]; ok { // not a type mismatch
+			v.SetMapIndex(reflect.ValueOf(key).Convert(t.Key()), elem)
+		}
 	}
 }
 

@@ -132,8 +132,18 @@ func ParseDuration(s string) (Duration, error) {
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// String prints the duration as Go does.
-func (d Duration) String() string { return time.Duration(d).String() }
+// String prints the duration as Go does, without zero trailing units:
+// 2h, 1h30m, 90s -> 1m30s.
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // MarshalJSON writes the duration as its string form.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }

@@ -1,0 +1,100 @@
+package recipe
+
+import (
+	"encoding/json"
+	"reflect"
+)
+
+// Patterns the schema gives for the unit types. They accept a subset of
+// what ParseSize, ParseSpeed and ParseDuration read (plain decimals only).
+const (
+	sizePattern     = `^\s*[0-9]*\.?[0-9]+\s*(B|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB)\s*$`
+	speedPattern    = `^\s*[0-9]*\.?[0-9]+\s*(Mbps|Gbps|Tbps)\s*$`
+	durationPattern = `^\s*(0|([0-9]*\.?[0-9]+(ns|us|µs|ms|s|m|h))+)\s*$`
+)
+
+// Schema returns a JSON Schema (draft 2020-12) of a recipe file, generated
+// from the Go types: YAML keys are the json tags, fields without omitempty
+// are required, doc tags become descriptions, unknown keys are refused.
+// Editors use it through yaml-language-server; the strict parser and lint
+// remain the authority (extends, cross-field and set checks).
+func Schema() map[string]any {
+	g := &schemaGen{defs: map[string]any{}}
+	root := g.object(reflect.TypeFor[Recipe]())
+	root["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+	root["title"] = "ingot recipe"
+	root["description"] = "One server class: the hardware, firmware, BIOS, OS image, drivers, network and acceptance every server of the class must have."
+	root["$defs"] = g.defs
+	return root
+}
+
+// SchemaJSON is Schema as indented JSON with a final newline.
+func SchemaJSON() ([]byte, error) {
+	b, err := json.MarshalIndent(Schema(), "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+type schemaGen struct {
+	defs map[string]any
+}
+
+func (g *schemaGen) of(t reflect.Type) map[string]any {
+	switch t {
+	case typeSize:
+		return map[string]any{"type": "string", "pattern": sizePattern, "examples": []string{"80GiB", "2TiB", "1.92TB"}}
+	case typeSpeed:
+		return map[string]any{"type": "string", "pattern": speedPattern, "examples": []string{"25Gbps", "400Gbps"}}
+	case typeDuration:
+		return map[string]any{"type": "string", "pattern": durationPattern, "examples": []string{"90s", "15m", "2h"}}
+	case typeValue:
+		return map[string]any{"oneOf": []any{
+			map[string]any{"type": "string"}, map[string]any{"type": "integer"}, map[string]any{"type": "boolean"}}}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return g.of(t.Elem())
+	case reflect.Struct:
+		if _, ok := g.defs[t.Name()]; !ok {
+			g.defs[t.Name()] = true // placeholder against recursion
+			g.defs[t.Name()] = g.object(t)
+		}
+		return map[string]any{"$ref": "#/$defs/" + t.Name()}
+	case reflect.Map:
+		return map[string]any{"type": "object", "additionalProperties": g.of(t.Elem())}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": g.of(t.Elem())}
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		return map[string]any{"type": "integer"}
+	case reflect.Float32, reflect.Float64:
+		return map[string]any{"type": "number"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	}
+	return map[string]any{}
+}
+
+// object is the schema of a struct: its fields, required ones listed.
+func (g *schemaGen) object(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	required := []string{}
+	for _, f := range fieldsOf(t) {
+		s := g.of(t.Field(f.index).Type)
+		if f.doc != "" {
+			s["description"] = f.doc
+		}
+		props[f.key] = s
+		if f.required {
+			required = append(required, f.key)
+		}
+	}
+	o := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		o["required"] = required
+	}
+	return o
+}
