@@ -1,0 +1,309 @@
+// Package httpboot is ingot's HTTP boot side: per-machine iPXE scripts,
+// content-addressed artifacts (kernels, initrds, images) with Range and
+// ETag, iPXE binaries for UEFI HTTP-boot clients, /metrics and /healthz.
+//
+// Routes (Register adds them to a mux; the API mounts its own beside them):
+//
+//	GET /ipxe?mac=MAC&arch=ARCH      the machine's iPXE script (see Decide)
+//	GET /artifacts/sha256/<hex>      an artifact by content (ETag = the hash)
+//	GET /artifacts/<name>            an artifact by human name (same ETag)
+//	GET /boot/<file>                 iPXE binaries (bootfiles rules)
+//	GET /metrics, GET /healthz
+//
+// GET routes answer HEAD too.
+package httpboot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Machines is the part of the store the script handler needs.
+type Machines interface {
+	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
+}
+
+// RecipeFunc looks a recipe up by name (resolved, with extends applied).
+type RecipeFunc func(name string) (*recipe.Recipe, error)
+
+// Discovery is what unknown machines boot: the agent in discovery mode.
+type Discovery struct {
+	Kernel  string // artifact name or sha256; default "agent-vmlinuz"
+	Initrd  string // artifact name or sha256; default "agent-initrd"
+	Cmdline string // extra kernel arguments, e.g. "console=ttyS0"
+}
+
+// Config configures a Handler.
+type Config struct {
+	// ServerURL is how machines reach this server, e.g. http://10.77.0.1:8080.
+	ServerURL string
+	Machines  Machines
+	Recipes   RecipeFunc
+	Tokens    TokenIssuer
+	Artifacts *artifact.Store
+	BootFiles *bootfiles.Dirs // nil: no /boot/ route
+	Unknown   string          // UnknownDiscover (default) or UnknownIgnore
+	Discovery Discovery
+	Logger    *slog.Logger
+	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
+	// exports (usually the same *prometheus.Registry). No global registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// Handler serves the boot routes.
+type Handler struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+}
+
+// New checks cfg and builds a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.ServerURL == "" || !strings.HasPrefix(cfg.ServerURL, "http") {
+		return nil, fmt.Errorf("httpboot: server URL %q: expected http://IP:PORT that machines can reach", cfg.ServerURL)
+	}
+	cfg.ServerURL = strings.TrimSuffix(cfg.ServerURL, "/")
+	if cfg.Machines == nil || cfg.Recipes == nil || cfg.Tokens == nil || cfg.Artifacts == nil {
+		return nil, errors.New("httpboot: Machines, Recipes, Tokens and Artifacts are required")
+	}
+	switch cfg.Unknown {
+	case "":
+		cfg.Unknown = UnknownDiscover
+	case UnknownDiscover, UnknownIgnore:
+	default:
+		return nil, fmt.Errorf("httpboot: unknown-machine policy %q: expected %q or %q", cfg.Unknown, UnknownDiscover, UnknownIgnore)
+	}
+	if cfg.Discovery.Kernel == "" {
+		cfg.Discovery.Kernel = "agent-vmlinuz"
+	}
+	if cfg.Discovery.Initrd == "" {
+		cfg.Discovery.Initrd = "agent-initrd"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer)}, nil
+}
+
+// Register adds the boot routes to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.Handle("GET /ipxe", h.m.instrument("ipxe", http.HandlerFunc(h.serveScript)))
+	mux.Handle("GET /artifacts/sha256/{sha}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactSHA)))
+	mux.Handle("GET /artifacts/{name}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactName)))
+	if h.cfg.BootFiles != nil {
+		mux.Handle("GET /boot/{file...}", h.m.instrument("boot", http.HandlerFunc(h.serveBootFile)))
+	}
+	if h.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+}
+
+// serveScript answers /ipxe?mac=&arch=.
+func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	mac, err := machine.NormalizeMAC(q.Get("mac"))
+	if err != nil {
+		http.Error(w, "ipxe: query parameter mac: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	arch := q.Get("arch")
+	m, err := h.cfg.Machines.MachineByMAC(ctx, mac)
+	if errors.Is(err, store.ErrNotFound) {
+		m, err = nil, nil
+	}
+	if err != nil {
+		h.log.Error("ipxe looking up machine", "mac", mac, "err", err)
+		http.Error(w, "ipxe: looking up machine failed", http.StatusServiceUnavailable)
+		return
+	}
+	action, script := h.script(ctx, m, mac, arch)
+	h.m.scripts.WithLabelValues(string(action)).Inc()
+	log := h.log.With("mac", mac, "arch", arch, "action", action)
+	if m != nil {
+		log = log.With("machine", m.ID, "state", m.State)
+	}
+	log.Info("ipxe script")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	fmt.Fprint(w, script)
+}
+
+// script decides and renders; failures render an error script (logged).
+func (h *Handler) script(ctx context.Context, m *machine.Machine, mac, arch string) (Action, string) {
+	action := Decide(m, h.cfg.Unknown)
+	switch action {
+	case ActionExit:
+		return action, RenderExit(fmt.Sprintf("unknown machine %s, policy ignore", mac))
+	case ActionLocal:
+		return action, RenderLocal(fmt.Sprintf("machine %s is %s: boot from local disk", m.Name, m.State), IsUEFI(arch, m.Arch))
+	case ActionDiscovery:
+		b, err := h.discoveryBoot(m, mac)
+		if err != nil {
+			h.log.Error("ipxe discovery script", "mac", mac, "err", err)
+			return "error", RenderError("cannot boot discovery agent: " + err.Error())
+		}
+		return action, RenderAgent(b)
+	default:
+		b, err := h.agentBoot(ctx, m)
+		if err != nil {
+			h.log.Error("ipxe agent script", "mac", mac, "machine", m.ID, "err", err)
+			return "error", RenderError(fmt.Sprintf("cannot boot machine %s: %v", m.Name, err))
+		}
+		return action, RenderAgent(b)
+	}
+}
+
+func (h *Handler) agentBoot(ctx context.Context, m *machine.Machine) (AgentBoot, error) {
+	if m.Recipe == "" {
+		return AgentBoot{}, errors.New("no recipe assigned")
+	}
+	rc, err := h.cfg.Recipes(m.Recipe)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("recipe %s: %w", m.Recipe, err)
+	}
+	kernel, err := h.artifactURL(rc.OS.Agent.Kernel.SHA256, rc.OS.Agent.Kernel.Path)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("recipe %s os.agent.kernel: %w", rc.Name, err)
+	}
+	initrd, err := h.artifactURL(rc.OS.Agent.Initrd.SHA256, rc.OS.Agent.Initrd.Path)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("recipe %s os.agent.initrd: %w", rc.Name, err)
+	}
+	tok, err := h.cfg.Tokens.IssueMachineToken(ctx, m.ID)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("issuing token: %w", err)
+	}
+	return AgentBoot{
+		Comment:   fmt.Sprintf("machine %s (%s) is %s: agent for recipe %s %s", m.Name, m.ID, m.State, rc.Name, rc.Version),
+		KernelURL: kernel,
+		InitrdURL: initrd,
+		Cmdline: joinArgs("ingot.server="+h.cfg.ServerURL, "ingot.token="+tok, "ingot.machine="+m.ID,
+			rc.OS.Agent.Cmdline),
+	}, nil
+}
+
+func (h *Handler) discoveryBoot(m *machine.Machine, mac string) (AgentBoot, error) {
+	kernel, err := h.artifactURL("", h.cfg.Discovery.Kernel)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("discovery kernel: %w", err)
+	}
+	initrd, err := h.artifactURL("", h.cfg.Discovery.Initrd)
+	if err != nil {
+		return AgentBoot{}, fmt.Errorf("discovery initrd: %w", err)
+	}
+	comment := fmt.Sprintf("unknown machine %s: discovery agent", mac)
+	if m != nil {
+		comment = fmt.Sprintf("machine %s (%s) discovered, not enrolled: discovery agent", mac, m.ID)
+	}
+	return AgentBoot{
+		Comment:   comment,
+		KernelURL: kernel,
+		InitrdURL: initrd,
+		Cmdline:   joinArgs("ingot.server="+h.cfg.ServerURL, "ingot.mode=discovery", "ingot.mac="+mac, h.cfg.Discovery.Cmdline),
+	}, nil
+}
+
+// artifactURL turns a recipe artifact into a URL: a pinned sha256 must be in
+// the store; a URL path is used as is; a name is resolved in the store.
+// Served by hash either way, so a renamed artifact cannot change under a
+// booting machine.
+func (h *Handler) artifactURL(sha, path string) (string, error) {
+	switch {
+	case strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://"):
+		return path, nil
+	case sha != "":
+		if !h.cfg.Artifacts.Has(sha) {
+			return "", fmt.Errorf("sha256 %s is not in the artifact store (import it first)", sha)
+		}
+		return h.cfg.ServerURL + "/artifacts/sha256/" + sha, nil
+	case path != "":
+		got, err := h.cfg.Artifacts.Resolve(path)
+		if err != nil {
+			return "", err
+		}
+		return h.cfg.ServerURL + "/artifacts/sha256/" + got, nil
+	default:
+		return "", errors.New("neither sha256 nor path is set")
+	}
+}
+
+func joinArgs(args ...string) string {
+	var out []string
+	for _, a := range args {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func (h *Handler) serveArtifactSHA(w http.ResponseWriter, r *http.Request) {
+	h.serveArtifact(w, r, r.PathValue("sha"))
+}
+
+func (h *Handler) serveArtifactName(w http.ResponseWriter, r *http.Request) {
+	sha, err := h.cfg.Artifacts.Resolve(r.PathValue("name"))
+	if err != nil {
+		http.Error(w, "artifact not found", http.StatusNotFound)
+		return
+	}
+	h.serveArtifact(w, r, sha)
+}
+
+// serveArtifact serves one stored artifact with Range, HEAD, ETag (the
+// sha256) and If-None-Match / If-Range, via http.ServeContent (sendfile).
+func (h *Handler) serveArtifact(w http.ResponseWriter, r *http.Request, sha string) {
+	f, err := h.cfg.Artifacts.Open(sha)
+	if err != nil {
+		http.Error(w, "artifact not found", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		http.Error(w, "artifact unreadable", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("ETag", `"`+sha+`"`)
+	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// serveBootFile serves iPXE binaries for UEFI HTTP boot clients.
+func (h *Handler) serveBootFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	f, err := h.cfg.BootFiles.Open(name)
+	if err != nil {
+		h.log.Info("http boot file refused", "file", name, "client", r.RemoteAddr, "err", err)
+		http.Error(w, "boot file not found", http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		http.Error(w, "boot file unreadable", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
