@@ -1,7 +1,6 @@
 package bmc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,9 +58,17 @@ func link(raw []byte, key string) string {
 	return l.ID
 }
 
-func hasBoot(raw []byte) bool {
-	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && len(bytes.TrimSpace(m["Boot"])) > 0 && string(m["Boot"]) != "null"
+// hasBootOverride reports whether a System's Boot object has a
+// BootSourceOverrideTarget (HPE Cray EX has Boot with only BootOrder).
+func hasBootOverride(raw []byte) bool {
+	var m struct {
+		Boot map[string]json.RawMessage `json:"Boot"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	_, ok := m.Boot["BootSourceOverrideTarget"]
+	return ok
 }
 
 // bios fetches the system's Bios resource.
@@ -154,7 +161,7 @@ func (c *Client) ApplyBIOS(ctx context.Context, attrs map[string]any) (ApplyResu
 	}
 	payload := map[string]any{}
 	for k, v := range attrs {
-		if !valueEqual(current[k], v) {
+		if !valueEqual(attrValue(current[k]), v) {
 			payload[k] = v
 		}
 	}
@@ -211,11 +218,22 @@ func compareAttributes(have, want map[string]any) []Mismatch {
 		switch {
 		case !ok:
 			out = append(out, Mismatch{Name: k, Want: want[k], Missing: true})
-		case !valueEqual(got, want[k]):
-			out = append(out, Mismatch{Name: k, Want: want[k], Got: got})
+		case !valueEqual(attrValue(got), want[k]):
+			out = append(out, Mismatch{Name: k, Want: want[k], Got: attrValue(got)})
 		}
 	}
 	return out
+}
+
+// attrValue is an attribute's value. Vendor fallback — HPE Cray EX: each
+// attribute is an object whose value is its "current_value" member.
+func attrValue(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		if cv, ok := m["current_value"]; ok {
+			return cv
+		}
+	}
+	return v
 }
 
 // valueEqual compares BIOS values: numbers by value whatever their Go type

@@ -27,9 +27,9 @@ func (c *Client) SetBootOverride(ctx context.Context, target, uri string, once b
 	if err != nil {
 		return c.wrap(op, err)
 	}
-	if !hasBoot(sys.RawData) {
+	if !hasBootOverride(sys.RawData) {
 		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
-			Err: fmt.Errorf("system %s has no Boot object", sys.ODataID)}
+			Err: fmt.Errorf("system %s has no Boot.BootSourceOverrideTarget: this BMC offers no boot override", sys.ODataID)}
 	}
 	if err := checkBootTarget(target, sys.Boot.AllowableBootSourceOverrideTargetValues); err != nil {
 		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op, Err: err}

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -127,6 +129,15 @@ func wrapErr(endpoint, op string, err error) error {
 			}
 		}
 		return &out
+	}
+	var ce *schemas.CollectionError
+	if errors.As(err, &ce) && len(ce.Failures) > 0 {
+		// gofish's CollectionError does not unwrap: classify by the first
+		// failed member (in link order) and keep the whole error.
+		links := slices.Sorted(maps.Keys(ce.Failures))
+		e := wrapErr(endpoint, op, ce.Failures[links[0]]).(*Error)
+		e.Err = err
+		return e
 	}
 	e := &Error{Endpoint: endpoint, Op: op, Err: err}
 	var se *schemas.Error
