@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// recipeRoot changes into the module root so paths in outputs are the
+// short relative ones a user sees, and returns it.
+func recipeRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			t.Fatal("go.mod not found")
+		}
+		dir = filepath.Dir(dir)
+	}
+	t.Chdir(dir)
+	return dir
+}
+
+// runIngot runs the ingot command in-process.
+func runIngot(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var o, e bytes.Buffer
+	err = run(context.Background(), args, &o, &e)
+	return o.String(), e.String(), err
+}
+
+func checkGolden(t *testing.T, file, got string) {
+	t.Helper()
+	if os.Getenv("UPDATE_TESTDATA") == "1" {
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("reading golden (UPDATE_TESTDATA=1 writes it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got; UPDATE_TESTDATA=1 rewrites it):\n%s", file, diff)
+	}
+}
+
+func wantExit(t *testing.T, err error, code int) {
+	t.Helper()
+	var ee exitError
+	if code == 0 && err != nil || code != 0 && (!errors.As(err, &ee) || int(ee) != code) {
+		t.Fatalf("error = %v, want exit status %d", err, code)
+	}
+}
+
+func TestRecipeLintShipped(t *testing.T) {
+	recipeRoot(t)
+	out, errOut, err := runIngot(t, "recipe", "lint", "--images", "testdata/recipes/images")
+	wantExit(t, err, 0)
+	if out != "" || errOut != "" {
+		t.Errorf("lint of recipes/ printed %q %q", out, errOut)
+	}
+	// A file given alone is linted with the recipes beside it (its base).
+	_, _, err = runIngot(t, "recipe", "lint", "--images", "testdata/recipes/images", "recipes/gpu-train-h100x8.yaml")
+	wantExit(t, err, 0)
+	// Without the images the shipped recipes name, lint fails on them.
+	out, _, err = runIngot(t, "recipe", "lint", "--images", t.TempDir(), "recipes/lab-qemu.yaml")
+	wantExit(t, err, 1)
+	if !strings.Contains(out, `recipes/lab-qemu.yaml:26:11: error: os.image.name: image "lab" not found`) {
+		t.Errorf("missing image not reported: %q", out)
+	}
+}
+
+// TestRecipeLintFormats: golden output in every format for a mix of broken
+// recipes; exit status 1.
+func TestRecipeLintFormats(t *testing.T) {
+	recipeRoot(t)
+	paths := []string{"testdata/recipes/broken/many-errors", "testdata/recipes/broken/extends-cycle",
+		"testdata/recipes/broken/unknown-field/unknown-field.yaml", "testdata/recipes/broken/bad-sha256"}
+	for _, format := range []string{"text", "json", "github"} {
+		t.Run(format, func(t *testing.T) {
+			args := append([]string{"recipe", "lint", "--images", "testdata/recipes/images", "--format", format}, paths...)
+			out, errOut, err := runIngot(t, args...)
+			wantExit(t, err, 1)
+			if !strings.Contains(errOut, "15 error(s), 0 warning(s) in 5 recipe file(s)") {
+				t.Errorf("stderr = %q", errOut)
+			}
+			checkGolden(t, filepath.Join("testdata/recipes/golden", "lint."+format), out)
+		})
+	}
+}
+
+func TestRecipeLintUsage(t *testing.T) {
+	recipeRoot(t)
+	_, _, err := runIngot(t, "recipe", "lint", "--format", "xml")
+	if !errors.Is(err, errUsage) {
+		t.Errorf("--format xml: %v, want usage error", err)
+	}
+	_, errOut, err := runIngot(t, "recipe", "lint", t.TempDir())
+	wantExit(t, err, 1)
+	if !strings.Contains(errOut, "no recipe files") {
+		t.Errorf("empty folder: %q", errOut)
+	}
+}
+
+const diffOld, diffNew = "pkg/recipe/testdata/diff/old", "pkg/recipe/testdata/diff/new"
+
+func TestRecipeDiffFolders(t *testing.T) {
+	recipeRoot(t)
+	out, _, err := runIngot(t, "recipe", "diff", diffOld, diffNew)
+	wantExit(t, err, 0)
+	checkGolden(t, "testdata/recipes/golden/diff.txt", out)
+	out, _, err = runIngot(t, "recipe", "diff", "-o", "json", diffOld, diffNew)
+	wantExit(t, err, 0)
+	checkGolden(t, "testdata/recipes/golden/diff.json", out)
+	out, _, err = runIngot(t, "recipe", "diff", "recipes", "recipes")
+	wantExit(t, err, 0)
+	if out != "no recipe changes\n" {
+		t.Errorf("diff of a folder with itself: %q", out)
+	}
+}
+
+func TestRecipeDiffFiles(t *testing.T) {
+	recipeRoot(t)
+	out, _, err := runIngot(t, "recipe", "diff", diffOld+"/train.yaml", diffNew+"/train.yaml")
+	wantExit(t, err, 0)
+	for _, want := range []string{"train:\n", "  GPU count 8 -> 4\n", "  BIOS SriovGlobalEnable: Disabled -> Enabled\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("file diff lacks %q:\n%s", want, out)
+		}
+	}
+	_, _, err = runIngot(t, "recipe", "diff", diffOld+"/train.yaml", diffNew)
+	if err == nil || !strings.Contains(err.Error(), "expected two files") {
+		t.Errorf("file vs folder: %v", err)
+	}
+	_, _, err = runIngot(t, "recipe", "diff", "no-such-rev-or-path", diffNew)
+	if err == nil || !strings.Contains(err.Error(), "neither an existing path nor a git revision") {
+		t.Errorf("bad revision: %v", err)
+	}
+}
+
+// TestRecipeDiffGit: two git revisions of recipes/ in a real repository
+// give the same diff as the two folders.
+func TestRecipeDiffGit(t *testing.T) {
+	root := recipeRoot(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	repo := t.TempDir()
+	gitIn := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	copyDir := func(from string) {
+		t.Helper()
+		os.RemoveAll(filepath.Join(repo, "recipes"))
+		if err := os.CopyFS(filepath.Join(repo, "recipes"), os.DirFS(filepath.Join(root, from))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitIn("init", "-q")
+	copyDir(diffOld)
+	gitIn("add", "-A")
+	gitIn("commit", "-q", "-m", "old")
+	copyDir(diffNew)
+	gitIn("add", "-A")
+	gitIn("commit", "-q", "-m", "new")
+	t.Chdir(filepath.Join(repo, "recipes")) // revisions resolve from anywhere in the work tree
+	out, errOut, err := runIngot(t, "recipe", "diff", "HEAD~1", "HEAD")
+	wantExit(t, err, 0)
+	want, _ := os.ReadFile(filepath.Join(root, "testdata/recipes/golden/diff.txt"))
+	if diff := cmp.Diff(string(want), out); diff != "" {
+		t.Errorf("git diff differs from the folder diff (-want +got):\n%s\nstderr: %s", diff, errOut)
+	}
+}
+
+// TestRecipeDiffMachines: with --db, each changed recipe lists the machines
+// enrolled with it, read from a real bbolt store.
+func TestRecipeDiffMachines(t *testing.T) {
+	recipeRoot(t)
+	db := filepath.Join(t.TempDir(), "ingot.db")
+	st, err := store.Open(db, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, m := range []machine.Machine{
+		{Name: "h100-a01-01", Recipe: "train", MACs: []string{"52:54:00:00:00:01"}},
+		{Name: "h100-a01-02", Recipe: "train", MACs: []string{"52:54:00:00:00:02"}},
+		{Name: "l40s-b01-01", Recipe: "infer-old", MACs: []string{"52:54:00:00:00:03"}},
+	} {
+		if err := st.CreateMachine(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runIngot(t, "recipe", "diff", "--db", db, diffOld, diffNew)
+	wantExit(t, err, 0)
+	for _, want := range []string{"  machines using it (2): h100-a01-01, h100-a01-02\n", "  machines using it (0): none\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff --db lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = runIngot(t, "recipe", "diff", "--db", db, "-o", "json", diffOld, diffNew)
+	wantExit(t, err, 0)
+	if !strings.Contains(out, "\"machines\": [\n      \"h100-a01-01\",\n      \"h100-a01-02\"\n    ]") {
+		t.Errorf("json lacks the machines:\n%s", out)
+	}
+	_, _, err = runIngot(t, "recipe", "diff", "--db", filepath.Join(t.TempDir(), "missing.db"), diffOld, diffNew)
+	if err == nil || !strings.Contains(err.Error(), "opening database") {
+		t.Errorf("missing database: %v", err)
+	}
+}
+
+func TestRecipeSchemaAndShow(t *testing.T) {
+	recipeRoot(t)
+	out, _, err := runIngot(t, "recipe", "schema")
+	wantExit(t, err, 0)
+	want, _ := os.ReadFile("pkg/recipe/testdata/schema.json")
+	if out != string(want) {
+		t.Error("ingot recipe schema differs from pkg/recipe/testdata/schema.json")
+	}
+	out, _, err = runIngot(t, "recipe", "show", "gpu-infer-l40sx4")
+	wantExit(t, err, 0)
+	for _, want := range []string{`"name": "gpu-infer-l40sx4"`, `"SriovGlobalEnable": "Enabled"`, `"min_vram": "44GiB"`, `"post": "15m"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %s", want)
+		}
+	}
+}
