@@ -37,7 +37,7 @@ func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
 	compression := fs.String("compression", "gzip", "gzip, zstd or none")
 	cache := fs.String("cache", initramfs.CacheDir(e.getenv), "cache for kernel packages and builds")
 	format := fs.String("o", "table", "output format: table or json")
-	if err := e.parse(fs, args); err != nil {
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
 		return err
 	}
 	comp, err := initramfs.ParseCompression(*compression)
@@ -75,7 +75,7 @@ func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
 
 func runInitramfsLs(e *env, args []string) error {
 	fs := e.flagSet("initramfs ls", "initramfs ls FILE")
-	if err := e.parse(fs, args); err != nil {
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -42,12 +42,21 @@ type Spec struct {
 	// ExtraData maps archive paths to contents (mode 0644, or 0755 for a
 	// path under bin/ or sbin/ or named init).
 	ExtraData map[string][]byte
+	// Files are added with their own permissions (after Extra and ExtraData).
+	Files []File
 	// Symlinks maps archive paths to link targets.
 	Symlinks map[string]string
 	// Compression of the output; "" is gzip.
 	Compression Compression
 	// MTime stamps every entry (SOURCE_DATE_EPOCH); 0 is the default.
 	MTime int64
+}
+
+// File is one file given by content.
+type File struct {
+	Path string
+	Perm fs.FileMode
+	Data []byte
 }
 
 // Result describes a built initramfs.
@@ -158,6 +167,11 @@ func addExtra(a *Archive, s Spec) error {
 			perm = 0o755
 		}
 		if err := a.AddFile(name, perm, s.ExtraData[name]); err != nil {
+			return err
+		}
+	}
+	for _, f := range s.Files {
+		if err := a.AddFile(f.Path, f.Perm, f.Data); err != nil {
 			return err
 		}
 	}

@@ -251,6 +251,9 @@ func inputsKey(k *Kernel, s Spec) (string, error) {
 	for _, n := range sortedKeys(s.ExtraData) {
 		fmt.Fprintf(h, "data %s %x\n", n, sha256.Sum256(s.ExtraData[n]))
 	}
+	for _, f := range s.Files {
+		fmt.Fprintf(h, "file %s %o %x\n", f.Path, f.Perm, sha256.Sum256(f.Data))
+	}
 	for _, n := range sortedKeys(s.Symlinks) {
 		fmt.Fprintf(h, "link %s %s\n", n, s.Symlinks[n])
 	}

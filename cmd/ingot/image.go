@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/image"
+	"github.com/ingot-dev/ingot/pkg/initramfs"
+)
+
+// defaultDataDir is where ingot keeps its content store by default.
+const defaultDataDir = "/var/lib/ingot/artifacts"
+
+// runImage implements `ingot image build|import|ls`.
+func runImage(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "Usage: ingot image build|import|ls [flags]")
+		return errUsage
+	}
+	switch args[0] {
+	case "build":
+		return runImageBuild(ctx, e, args[1:])
+	case "import":
+		return runImageImport(ctx, e, args[1:])
+	case "ls":
+		return runImageLs(e, args[1:])
+	}
+	fmt.Fprintf(e.stderr, "ingot image: unknown subcommand %q (expected build, import or ls)\n", args[0])
+	return errUsage
+}
+
+func runImageBuild(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("image build", "image build images/NAME [--out DIR] [--plan]")
+	cache := fs.String("cache", initramfs.CacheDir(e.getenv), "cache for kernel packages")
+	out := fs.String("out", "", "output folder (default: CACHE/images/NAME-VERSION)")
+	kernelDeb := fs.String("kernel-deb", "auto", "kernel package for pieces images: auto, a .deb or an unpacked folder")
+	plan := fs.Bool("plan", false, "print the commands and pins without running them")
+	verbose := fs.Bool("v", false, "print each command as it runs")
+	format := fs.String("o", "table", "output format: table or json")
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	spec, err := image.Load(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		*out = filepath.Join(*cache, "images", spec.Name+"-"+spec.Version)
+	}
+	opts := image.Options{Out: *out, Cache: *cache, KernelDeb: *kernelDeb}
+	if *plan {
+		p, err := image.MakePlan(spec, opts)
+		if err != nil {
+			return err
+		}
+		if *format == "json" {
+			return e.printJSON(p)
+		}
+		fmt.Fprintf(e.stdout, "# image %s version %s\n", p.Image, p.Version)
+		for _, su := range sortedStrings(p.Mirrors) {
+			fmt.Fprintf(e.stdout, "# mirror %s %s (from the host's apt sources)\n", su, p.Mirrors[su])
+		}
+		for _, pin := range p.Pins {
+			fmt.Fprintf(e.stdout, "# pin %s\n", pin)
+		}
+		for _, c := range p.Commands {
+			fmt.Fprintln(e.stdout, c)
+		}
+		return nil
+	}
+	if *verbose {
+		opts.Log = e.stderr
+	}
+	res, err := image.Build(ctx, spec, opts)
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		return e.printJSON(res)
+	}
+	fmt.Fprintf(e.stdout, "raw.zst  %s  %s  (pin this in the recipe: os.image.sha256)\n", res.ZstSHA256, res.Zst)
+	fmt.Fprintf(e.stdout, "raw      %s  %s\n", res.RawSHA256, res.Raw)
+	return nil
+}
+
+func sortedStrings(m map[string]string) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if keys[j] < keys[i] {
+				keys[i], keys[j] = keys[j], keys[i]
+			}
+		}
+	}
+	return keys
+}
+
+func runImageImport(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("image import", "image import FILE [--data DIR] [--name NAME]")
+	data := fs.String("data", defaultDataDir, "content store folder")
+	name := fs.String("name", "", "human name for the image (default: the file's base name)")
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	res, err := image.Import(ctx, *data, fs.Arg(0), *name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s  %s\n", res.SHA256, res.Name)
+	return nil
+}
+
+func runImageLs(e *env, args []string) error {
+	fs := e.flagSet("image ls", "image ls [--data DIR]")
+	data := fs.String("data", defaultDataDir, "content store folder")
+	format := fs.String("o", "table", "output format: table or json")
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
+		return err
+	}
+	st, err := artifact.Open(*data)
+	if err != nil {
+		return err
+	}
+	imgs, err := image.List(st)
+	if err != nil {
+		return err
+	}
+	if *format == "json" {
+		return e.printJSON(imgs)
+	}
+	fmt.Fprintf(e.stdout, "%-30s %-64s %12s\n", "NAME", "SHA256", "SIZE")
+	for _, im := range imgs {
+		fmt.Fprintf(e.stdout, "%-30s %-64s %12d\n", strings.TrimSpace(im.Name), im.SHA256, im.Size)
+	}
+	return nil
+}
+
+// flagsFirst moves positional arguments after the flags, so
+// `ingot image build images/lab --out DIR` works like `--out DIR images/lab`.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); !(ok && bf.IsBoolFlag()) && i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	return append(flags, pos...)
+}

@@ -1,0 +1,248 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ingot-dev/ingot/pkg/initramfs"
+)
+
+// Options are the build's environment, not part of the image definition.
+type Options struct {
+	// Out is the output folder: NAME.raw, NAME.raw.zst, NAME.json.
+	Out string
+	// Cache holds the kernel package (see initramfs.CacheDir).
+	Cache string
+	// KernelDeb is "auto", a linux-image .deb or an unpacked folder (pieces).
+	KernelDeb string
+	// SourcesDir is the apt configuration the mirrors come from
+	// (default /etc/apt).
+	SourcesDir string
+	// Log receives the commands run; nil is silent.
+	Log io.Writer
+}
+
+// Result is what a build produced; it is also written to NAME.json.
+type Result struct {
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Raw       string `json:"raw"`
+	RawSHA256 string `json:"raw_sha256"`
+	RawSize   int64  `json:"raw_size"`
+	Zst       string `json:"zst"`
+	ZstSHA256 string `json:"zst_sha256"`
+	ZstSize   int64  `json:"zst_size"`
+	Kernel    string `json:"kernel,omitempty"`
+	IDs       IDs    `json:"ids"`
+}
+
+// bootPieces is what the ESP and root partition are made from.
+type bootPieces struct {
+	esp  []ESPFile
+	root string // folder
+	sys  string // syslinux.cfg ("" for UEFI only)
+	kver string
+}
+
+// Build builds s into o.Out and returns the sha256s to pin.
+func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
+	if o.Out == "" {
+		return nil, fmt.Errorf("building image %s: no output folder", s.Name)
+	}
+	l, err := s.Layout()
+	if err != nil {
+		return nil, err
+	}
+	work := filepath.Join(o.Out, "."+s.Name+".work")
+	os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	r := runner{epoch: s.Epoch(), log: o.Log}
+	ids := DeriveIDs(s.Name, s.Version)
+	var p *bootPieces
+	switch s.Base.Kind {
+	case "pieces":
+		p, err = buildPieces(ctx, r, s, o, ids, work)
+	case "debian":
+		p, err = buildDebian(ctx, r, s, o, ids, work)
+	default:
+		err = fmt.Errorf("base.kind %q: expected debian or pieces", s.Base.Kind)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building image %s: %w", s.Name, err)
+	}
+	esp, rootImg := filepath.Join(work, "esp.img"), filepath.Join(work, "root.img")
+	if err := r.makeESP(ctx, esp, l.ESP, ids.VFATSerial, p.esp, p.sys); err != nil {
+		return nil, fmt.Errorf("building image %s ESP: %w", s.Name, err)
+	}
+	if err := r.makeRootFS(ctx, rootImg, p.root, l.Root, ids.RootFS); err != nil {
+		return nil, fmt.Errorf("building image %s root: %w", s.Name, err)
+	}
+	res := &Result{Name: s.Name, Version: s.Version, Kernel: p.kver, IDs: ids,
+		Raw: filepath.Join(o.Out, s.Name+".raw"), Zst: filepath.Join(o.Out, s.Name+".raw.zst")}
+	if err := r.assembleDisk(ctx, res.Raw, ids, l, esp, rootImg, p.sys != ""); err != nil {
+		return nil, fmt.Errorf("building image %s disk: %w", s.Name, err)
+	}
+	if err := compressFile(res.Raw, res.Zst, s.Build.ZstdLevel); err != nil {
+		return nil, err
+	}
+	if res.RawSHA256, res.RawSize, err = hashFile(res.Raw); err != nil {
+		return nil, err
+	}
+	if res.ZstSHA256, res.ZstSize, err = hashFile(res.Zst); err != nil {
+		return nil, err
+	}
+	b, _ := json.MarshalIndent(res, "", "  ")
+	return res, os.WriteFile(filepath.Join(o.Out, s.Name+".json"), append(b, '\n'), 0o644)
+}
+
+// buildPieces makes the lab-style image: the Debian kernel package's
+// kernel and an initramfs holding the image's files (busybox and an init
+// script) plus the boot modules; the root partition holds its identity.
+func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, work string) (*bootPieces, error) {
+	k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))
+	if err != nil {
+		return nil, err
+	}
+	var files []initramfs.File
+	for _, f := range s.Files {
+		b, err := f.Read(s.Dir)
+		if err != nil {
+			return nil, err
+		}
+		perm, _ := f.Perm()
+		files = append(files, initramfs.File{Path: f.Path, Perm: perm, Data: b})
+	}
+	initrd := filepath.Join(work, "initrd.img")
+	out, err := os.Create(initrd)
+	if err != nil {
+		return nil, err
+	}
+	_, err = initramfs.Build(ctx, initramfs.Spec{KernelPkgDir: k.Root, KernelVersion: k.Version,
+		Modules: s.Boot.Modules, Files: files, MTime: s.Epoch(), Compression: initramfs.Gzip}, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("building the initramfs: %w", err)
+	}
+	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version}
+	if err := writeIdentity(p.root, s, r.epoch); err != nil {
+		return nil, err
+	}
+	osrel, _ := os.ReadFile(filepath.Join(p.root, "etc", "os-release"))
+	return p, p.addBoot(ctx, r, s, k.Vmlinuz, initrd, s.Boot.Cmdline, osrel, work)
+}
+
+// addBoot puts a UKI (UEFI) and, when asked, kernel + initrd + syslinux.cfg
+// (BIOS) into the ESP.
+func (p *bootPieces) addBoot(ctx context.Context, r runner, s *Spec, kernel, initrd, cmdline string, osrel []byte, work string) error {
+	uki := filepath.Join(work, "BOOTX64.EFI")
+	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel}, uki); err != nil {
+		return fmt.Errorf("building the UKI: %w", err)
+	}
+	b, err := os.ReadFile(uki)
+	if err != nil {
+		return err
+	}
+	p.esp = append(p.esp, ESPFile{Path: "EFI/BOOT/BOOTX64.EFI", Data: b})
+	if s.Boot.BIOS == "syslinux" {
+		kb, err := os.ReadFile(kernel)
+		if err != nil {
+			return err
+		}
+		ib, err := os.ReadFile(initrd)
+		if err != nil {
+			return err
+		}
+		p.esp = append(p.esp, ESPFile{Path: "vmlinuz", Data: kb}, ESPFile{Path: "initrd.img", Data: ib})
+		p.sys = fmt.Sprintf("DEFAULT ingot\nPROMPT 0\nTIMEOUT 0\nLABEL ingot\n  LINUX /vmlinuz\n  INITRD /initrd.img\n  APPEND %s\n", cmdline)
+	}
+	return nil
+}
+
+// writeIdentity writes /etc/os-release (from the image's files, if given)
+// and /etc/ingot/image.json into root.
+func writeIdentity(root string, s *Spec, epoch int64) error {
+	osrel := []byte(fmt.Sprintf("PRETTY_NAME=\"ingot %s %s\"\nID=ingot-%s\nVERSION_ID=%s\n", s.Name, s.Version, s.Name, s.Version))
+	for _, f := range s.Files {
+		if f.Path == "/etc/os-release" {
+			b, err := f.Read(s.Dir)
+			if err != nil {
+				return err
+			}
+			osrel = b
+		}
+	}
+	id, _ := json.Marshal(map[string]string{"name": s.Name, "version": s.Version})
+	if err := writeStamped(filepath.Join(root, "etc", "os-release"), osrel, 0o644, epoch); err != nil {
+		return err
+	}
+	return writeStamped(filepath.Join(root, "etc", "ingot", "image.json"), append(id, '\n'), 0o644, epoch)
+}
+
+// compressFile writes zstd(src) to dst: klauspost/compress, one goroutine,
+// fixed level, so the output is the same on every machine.
+func compressFile(src, dst string, level int) error {
+	if level == 0 {
+		level = 3
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst + ".tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(dst + ".tmp")
+	zw, err := zstd.NewWriter(out, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)))
+	if err != nil {
+		out.Close()
+		return err
+	}
+	_, err = io.Copy(zw, in)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("compressing %s: %w", src, err)
+	}
+	return os.Rename(dst+".tmp", dst)
+}
+
+func hashFile(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("hashing %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,284 @@
+// Package image builds golden disk images from the definitions in images/:
+// a raw GPT disk (ESP + root) and its zstd-compressed form, reproducibly and
+// without loop devices or mounts, and keeps built images in the content
+// store.
+package image
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+// FileName is the definition file in each image folder.
+const FileName = "image.yaml"
+
+// Spec is one image.yaml.
+type Spec struct {
+	Name       string            `yaml:"name"`
+	Version    string            `yaml:"version"`
+	Base       Base              `yaml:"base"`
+	Packages   map[string]string `yaml:"packages"`
+	Files      []File            `yaml:"files"`
+	FirstBoot  []Unit            `yaml:"first_boot"`
+	Boot       Boot              `yaml:"boot"`
+	Partitions Partitions        `yaml:"partitions"`
+	Build      BuildOptions      `yaml:"build"`
+
+	// Dir is the image folder (set by Load); sources are relative to it.
+	Dir string `yaml:"-"`
+	// File is the path of the image.yaml (set by Load), for messages.
+	File string `yaml:"-"`
+}
+
+// Base is what the root filesystem starts from.
+type Base struct {
+	// Kind is "debian" (mmdebstrap) or "pieces" (kernel package + files).
+	Kind         string   `yaml:"kind"`
+	Distribution string   `yaml:"distribution"`
+	Release      string   `yaml:"release"`
+	Components   []string `yaml:"components"`
+	// Suites besides Release, e.g. bookworm-updates, bookworm-security.
+	Suites  []string `yaml:"suites"`
+	Variant string   `yaml:"variant"`
+}
+
+// File is one file put into the root (or, for pieces, the initramfs).
+type File struct {
+	Path string `yaml:"path"`
+	// Exactly one of Content and Source. Source is relative to the image
+	// folder, or host:/absolute/path for a file of the build host.
+	Content string `yaml:"content"`
+	Source  string `yaml:"source"`
+	Mode    string `yaml:"mode"`
+}
+
+// Unit is a systemd unit enabled for first boot.
+type Unit struct {
+	Name    string `yaml:"name"`
+	Content string `yaml:"content"`
+}
+
+// Boot is how the image boots.
+type Boot struct {
+	Cmdline string `yaml:"cmdline"`
+	// BIOS is "syslinux" (legacy boot too) or "none" (UEFI only).
+	BIOS string `yaml:"bios"`
+	// Modules go into a pieces image's initramfs, with their dependencies.
+	Modules []string `yaml:"modules"`
+}
+
+// Partitions is the GPT layout: ESP then root.
+type Partitions struct {
+	ESPSize  string `yaml:"esp_size"`
+	RootSize string `yaml:"root_size"`
+}
+
+// BuildOptions tune the build.
+type BuildOptions struct {
+	SourceDateEpoch int64 `yaml:"source_date_epoch"`
+	ZstdLevel       int   `yaml:"zstd_level"`
+}
+
+// Layout is the validated partition sizes in bytes.
+type Layout struct {
+	ESP, Root int64
+}
+
+// Load reads and validates dir/image.yaml.
+func Load(dir string) (*Spec, error) {
+	file := filepath.Join(dir, FileName)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading image definition: %w", err)
+	}
+	s, err := Parse(file, b)
+	if err != nil {
+		return nil, err
+	}
+	s.Dir = dir
+	return s, nil
+}
+
+var lineRE = regexp.MustCompile(`^line (\d+): `)
+
+// Parse decodes and validates an image.yaml; errors name file:line or
+// file: field.
+func Parse(file string, b []byte) (s *Spec, err error) {
+	defer func() {
+		if r := recover(); r != nil { // yaml.v3 has panicked on hostile input
+			s, err = nil, fmt.Errorf("%s: malformed YAML: %v", file, r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	s = &Spec{File: file}
+	if err := dec.Decode(s); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var msgs []string
+			for _, m := range te.Errors {
+				msgs = append(msgs, file+":"+lineRE.ReplaceAllString(m, "$1: "))
+			}
+			return nil, errors.New(strings.Join(msgs, "\n"))
+		}
+		return nil, fmt.Errorf("%s: %s", file, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return s, nil
+}
+
+var (
+	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+~:-]*$`)
+	pkgRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+)
+
+func (s *Spec) validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, a...)...))
+	}
+	if !nameRE.MatchString(s.Name) {
+		bad("name", "%q: expected lowercase letters, digits, '.', '-'", s.Name)
+	}
+	if !versionRE.MatchString(s.Version) {
+		bad("version", "%q: expected a version such as \"1\" or \"2024.06\"", s.Version)
+	}
+	switch s.Base.Kind {
+	case "debian":
+		if s.Base.Release == "" {
+			bad("base.release", "missing: expected a Debian release such as bookworm")
+		}
+		if len(s.Packages) == 0 {
+			bad("packages", "missing: a debian image pins its packages (name: exact version)")
+		}
+	case "pieces":
+		if len(s.Packages) > 0 {
+			bad("packages", "a pieces image installs no packages (kind: debian does)")
+		}
+	default:
+		bad("base.kind", "%q: expected debian or pieces", s.Base.Kind)
+	}
+	for _, name := range sortedKeys(s.Packages) {
+		if !pkgRE.MatchString(name) {
+			bad("packages."+name, "not a Debian package name")
+		}
+		if !versionRE.MatchString(s.Packages[name]) {
+			bad("packages."+name, "version %q: expected an exact Debian version (no ranges, no wildcards)", s.Packages[name])
+		}
+	}
+	for i, f := range s.Files {
+		field := fmt.Sprintf("files[%d]", i)
+		if !strings.HasPrefix(f.Path, "/") || filepath.Clean(f.Path) != f.Path {
+			bad(field+".path", "%q: expected a clean absolute path", f.Path)
+		}
+		if (f.Content == "") == (f.Source == "") {
+			bad(field, "expected exactly one of content and source")
+		}
+		if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && (filepath.IsAbs(f.Source) || strings.HasPrefix(filepath.Clean(f.Source), "..")) {
+			bad(field+".source", "%q: expected a path inside the image folder or host:/ABSOLUTE", f.Source)
+		}
+		if _, err := f.Perm(); err != nil {
+			bad(field+".mode", "%v", err)
+		}
+	}
+	for i, u := range s.FirstBoot {
+		if !strings.HasSuffix(u.Name, ".service") || strings.Contains(u.Name, "/") {
+			bad(fmt.Sprintf("first_boot[%d].name", i), "%q: expected a systemd unit name ending in .service", u.Name)
+		}
+		if u.Content == "" {
+			bad(fmt.Sprintf("first_boot[%d].content", i), "missing")
+		}
+	}
+	switch s.Boot.BIOS {
+	case "", "none", "syslinux":
+	default:
+		bad("boot.bios", "%q: expected syslinux or none", s.Boot.BIOS)
+	}
+	if _, err := s.Layout(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Build.ZstdLevel < 0 || s.Build.ZstdLevel > 22 {
+		bad("build.zstd_level", "%d: expected 1..22 (0 means 3)", s.Build.ZstdLevel)
+	}
+	if s.Build.SourceDateEpoch < 0 {
+		bad("build.source_date_epoch", "%d: expected seconds since 1970", s.Build.SourceDateEpoch)
+	}
+	return errors.Join(errs...)
+}
+
+// Layout returns the partition sizes, each a whole number of MiB.
+func (s *Spec) Layout() (Layout, error) {
+	var l Layout
+	for _, p := range []struct {
+		field, v string
+		min      int64
+		out      *int64
+	}{
+		{"partitions.esp_size", s.Partitions.ESPSize, 32 << 20, &l.ESP},
+		{"partitions.root_size", s.Partitions.RootSize, 4 << 20, &l.Root},
+	} {
+		sz, err := recipe.ParseSize(p.v)
+		if err != nil {
+			return l, fmt.Errorf("%s: %w", p.field, err)
+		}
+		if sz.Bytes() < p.min || sz.Bytes()%(1<<20) != 0 {
+			return l, fmt.Errorf("%s: %s: expected a whole number of MiB, at least %d MiB", p.field, p.v, p.min>>20)
+		}
+		*p.out = sz.Bytes()
+	}
+	return l, nil
+}
+
+// Perm parses Mode ("0644" by default).
+func (f File) Perm() (os.FileMode, error) {
+	if f.Mode == "" {
+		return 0o644, nil
+	}
+	v, err := strconv.ParseUint(f.Mode, 8, 32)
+	if err != nil || v > 0o7777 {
+		return 0, fmt.Errorf("%q: expected an octal mode such as \"0644\"", f.Mode)
+	}
+	return os.FileMode(v), nil
+}
+
+// Read returns the file's content.
+func (f File) Read(dir string) ([]byte, error) {
+	if f.Content != "" {
+		return []byte(f.Content), nil
+	}
+	p := filepath.Join(dir, f.Source)
+	if h, ok := strings.CutPrefix(f.Source, "host:"); ok {
+		p = h
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	return b, nil
+}
+
+// Epoch is the build's SOURCE_DATE_EPOCH.
+func (s *Spec) Epoch() int64 { return s.Build.SourceDateEpoch }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

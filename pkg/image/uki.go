@@ -1,0 +1,114 @@
+package image
+
+import (
+	"context"
+	"debug/pe"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// EFIStub is systemd's EFI stub (package systemd-boot-efi).
+const EFIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
+
+// UKI is what goes into a unified kernel image.
+type UKI struct {
+	Kernel, Initrd string // files
+	Cmdline        string
+	OSRelease      []byte
+}
+
+// makeUKI writes a unified kernel image to out: systemd's EFI stub with
+// .osrel, .cmdline, .linux and .initrd sections added by objcopy, each
+// placed after the stub's own sections. The PE timestamp objcopy stamps is
+// set to the epoch and the checksum recomputed, so rebuilds are identical.
+func (r runner) makeUKI(ctx context.Context, u UKI, out string) error {
+	f, err := pe.Open(EFIStub)
+	if err != nil {
+		return fmt.Errorf("reading the EFI stub (apt-get install systemd-boot-efi): %w", err)
+	}
+	oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
+	if !ok {
+		f.Close()
+		return fmt.Errorf("EFI stub %s: not a PE32+ image", EFIStub)
+	}
+	var end uint64
+	for _, s := range f.Sections {
+		if e := uint64(s.VirtualAddress) + uint64(s.VirtualSize); e > end {
+			end = e
+		}
+	}
+	f.Close()
+	align := uint64(oh.SectionAlignment)
+	if align < 4096 { // page-aligned sections satisfy every firmware's loader
+		align = 4096
+	}
+	dir := filepath.Dir(out)
+	osrel := filepath.Join(dir, "uki-osrel")
+	cmdline := filepath.Join(dir, "uki-cmdline")
+	if err := os.WriteFile(osrel, u.OSRelease, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cmdline, []byte(u.Cmdline), 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(osrel)
+	defer os.Remove(cmdline)
+	argv := []string{"objcopy"}
+	next := (end + align - 1) / align * align
+	for _, s := range []struct{ name, file string }{{".osrel", osrel}, {".cmdline", cmdline}, {".linux", u.Kernel}, {".initrd", u.Initrd}} {
+		st, err := os.Stat(s.file)
+		if err != nil {
+			return fmt.Errorf("UKI section %s: %w", s.name, err)
+		}
+		argv = append(argv, "--add-section", s.name+"="+s.file,
+			"--change-section-vma", s.name+"=0x"+strconv.FormatUint(oh.ImageBase+next, 16))
+		next += (uint64(st.Size()) + align - 1) / align * align
+	}
+	argv = append(argv, EFIStub, out)
+	if err := r.run(ctx, nil, argv...); err != nil {
+		return err
+	}
+	return fixPE(out, uint32(r.epoch))
+}
+
+// fixPE sets a PE file's COFF TimeDateStamp and recomputes its checksum.
+func fixPE(path string, stamp uint32) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(b) < 0x40 {
+		return fmt.Errorf("%s: too short for a PE image", path)
+	}
+	peOff := int(binary.LittleEndian.Uint32(b[0x3c:]))
+	if peOff+24+68 > len(b) || string(b[peOff:peOff+4]) != "PE\x00\x00" {
+		return fmt.Errorf("%s: no PE signature at 0x%x", path, peOff)
+	}
+	binary.LittleEndian.PutUint32(b[peOff+8:], stamp)
+	sumOff := peOff + 24 + 64 // CheckSum in the optional header
+	binary.LittleEndian.PutUint32(b[sumOff:], 0)
+	binary.LittleEndian.PutUint32(b[sumOff:], peChecksum(b, sumOff))
+	return os.WriteFile(path, b, 0o644)
+}
+
+// peChecksum is the PE image checksum: a 16-bit one's-complement-style sum
+// of the file (the checksum field counted as zero) plus the file length.
+func peChecksum(b []byte, sumOff int) uint32 {
+	var sum uint64
+	for i := 0; i+1 < len(b); i += 2 {
+		if i == sumOff || i == sumOff+2 {
+			continue
+		}
+		sum += uint64(binary.LittleEndian.Uint16(b[i:]))
+		sum = (sum & 0xffff) + (sum >> 16)
+	}
+	if len(b)%2 == 1 {
+		sum += uint64(b[len(b)-1])
+		sum = (sum & 0xffff) + (sum >> 16)
+	}
+	sum = (sum & 0xffff) + (sum >> 16)
+	return uint32(sum) + uint32(len(b))
+}
