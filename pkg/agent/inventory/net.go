@@ -1,0 +1,59 @@
+package inventory
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+var nicVendors = map[string]string{
+	"0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom", "0x1af4": "Red Hat",
+	"0x10ec": "Realtek", "0x1077": "QLogic", "0x1924": "Solarflare", "0x1d0f": "Amazon",
+}
+
+var nicModels = map[string]string{
+	"15b3:1021": "ConnectX-7", "15b3:101d": "ConnectX-6 Dx", "15b3:101b": "ConnectX-6", "15b3:1017": "ConnectX-5",
+	"15b3:a2dc": "BlueField-3", "15b3:a2d6": "BlueField-2", "8086:100e": "82540EM (e1000)",
+	"8086:10d3": "82574L (e1000e)", "8086:1592": "E810-C", "8086:1572": "X710", "1af4:1000": "virtio-net",
+	"1af4:1041": "virtio-net", "1af4:0001": "virtio-net",
+}
+
+// readNICs lists physical network ports (those with a device link): virtual
+// interfaces (lo, bridges, veth, tun) are left out.
+func readNICs(root string) ([]machine.NIC, error) {
+	dir := filepath.Join(root, "sys/class/net")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing network interfaces in %s: %w", dir, err)
+	}
+	var nics []machine.NIC
+	for _, e := range ents {
+		d := filepath.Join(dir, e.Name())
+		if _, err := os.Stat(filepath.Join(d, "device")); err != nil {
+			continue
+		}
+		vendor := readString(d, "device/vendor")
+		id := strings.TrimPrefix(vendor, "0x") + ":" + strings.TrimPrefix(readString(d, "device/device"), "0x")
+		n := machine.NIC{
+			Name:      e.Name(),
+			MAC:       readString(d, "address"),
+			Vendor:    nicVendors[vendor],
+			Model:     nicModels[id],
+			SpeedMbps: atoi(readString(d, "speed")), // -1 or unreadable while down -> 0
+			LinkUp:    readString(d, "carrier") == "1",
+		}
+		if n.Model == "" && vendor != "" {
+			n.Model = "[" + id + "]"
+		}
+		if l, err := os.Readlink(filepath.Join(d, "device/driver")); err == nil && n.Model == "" {
+			n.Model = filepath.Base(l) // the driver's name says more than nothing
+		}
+		nics = append(nics, n)
+	}
+	sort.Slice(nics, func(i, j int) bool { return nics[i].Name < nics[j].Name })
+	return nics, nil
+}
