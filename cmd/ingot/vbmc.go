@@ -84,6 +84,9 @@ func parseVBMCFlags(e *env, args []string) (*vbmcFlags, error) {
 	if err := e.parse(fs, args); err != nil {
 		return nil, err
 	}
+	if wantsHelp(args) {
+		return nil, nil // e.parse printed the usage
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("vbmc: unexpected argument %q (all settings are flags; see ingot vbmc -h)", fs.Arg(0))
 	}
@@ -136,6 +139,20 @@ func (f *vbmcFlags) check() error {
 	f.hangList = splitList(f.hang)
 	f.stuckBIOSList = splitList(f.stuckBIOS)
 	return nil
+}
+
+// wantsHelp reports whether args ask for -h, which the flag package answers
+// with the usage before any check.
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help", "--h":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }
 
 func splitList(s string) []string {

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -31,12 +32,16 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, tlsConf *tls.Co
 }
 
 func newServer(ctx context.Context, h http.Handler) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ErrorLog:          nil,
 	}
+	if b, ok := h.(*BMC); ok {
+		// TLS handshake failures and the like, at debug like the request log.
+		srv.ErrorLog = slog.NewLogLogger(b.log.Handler(), slog.LevelDebug)
+	}
+	return srv
 }
 
 // shutdown lets answers in progress finish for a moment, then cuts the rest.
