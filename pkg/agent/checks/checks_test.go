@@ -1,0 +1,114 @@
+package checks
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+const gib = 1 << 30
+
+func node() machine.Inventory {
+	full := machine.PCIeLink{Gen: 5, Width: 16}
+	gpus := make([]machine.GPU, 8)
+	for i := range gpus {
+		gpus[i] = machine.GPU{Vendor: "NVIDIA", Model: "NVIDIA H100 80GB HBM3", PCIAddress: "0000:1" + string(rune('0'+i)) + ":00.0",
+			LinkCurrent: full, LinkMax: full}
+	}
+	return machine.Inventory{
+		GPUs:  gpus,
+		DIMMs: []machine.DIMM{{Slot: "A", SizeMiB: 1 << 20}, {Slot: "B", SizeMiB: 1 << 20}}, // 2 TiB
+		NICs: []machine.NIC{{Name: "eno1", SpeedMbps: 1000, LinkUp: true}, {Name: "ib0", Model: "ConnectX-7", SpeedMbps: 400000, LinkUp: true},
+			{Name: "ib1", Model: "ConnectX-7", SpeedMbps: 400000, LinkUp: false}},
+		Disks: []machine.Disk{{Name: "/dev/nvme0n1", SizeBytes: 480e9, Media: "NVMe", Health: "OK"},
+			{Name: "/dev/nvme1n1", SizeBytes: 3840e9, Media: "NVMe", Health: "OK"}},
+	}
+}
+
+func hw() recipe.Hardware {
+	return recipe.Hardware{
+		GPUs:   []recipe.GPUSpec{{Vendor: "nvidia", Model: "H100", Count: 8, PCIeGen: 5, PCIeWidth: 16}},
+		Memory: &recipe.MemSpec{Total: 2048 * gib},
+		NICs:   []recipe.NICSpec{{Model: "ConnectX-7", Speed: 400000, Count: 1, Role: "workload"}},
+		Disks:  []recipe.DiskSpec{{Boot: true, MaxSize: 1000 * gib}, {MinSize: 3000 * gib}},
+	}
+}
+
+func TestChecks(t *testing.T) {
+	type res struct {
+		OK      bool
+		Skipped bool
+		Value   float64
+	}
+	tests := map[string]struct {
+		edit  func(*machine.Inventory, *recipe.Hardware)
+		check recipe.Check
+		want  res
+	}{
+		"gpu-count ok":            {nil, recipe.Check{Name: "gpu-count"}, res{true, false, 8}},
+		"gpu-count one missing":   {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = i.GPUs[1:] }, recipe.Check{Name: "gpu-count"}, res{false, false, 7}},
+		"gpu-count min overrides": {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = i.GPUs[1:] }, recipe.Check{Name: "gpu-count", Min: 7}, res{true, false, 7}},
+		"gpu-count extra gpu":     {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = append(i.GPUs, i.GPUs[0]) }, recipe.Check{Name: "gpu-count"}, res{false, false, 9}},
+		"gpu-model ok":            {nil, recipe.Check{Name: "gpu-model"}, res{true, false, 8}},
+		"gpu-model wrong":         {func(_ *machine.Inventory, h *recipe.Hardware) { h.GPUs[0].Model = "H200" }, recipe.Check{Name: "gpu-model"}, res{false, false, 0}},
+		"gpu-model wrong vendor":  {func(_ *machine.Inventory, h *recipe.Hardware) { h.GPUs[0].Vendor = "amd" }, recipe.Check{Name: "gpu-model"}, res{false, false, 0}},
+		"gpu-model by args":       {nil, recipe.Check{Name: "gpu-model", Args: map[string]string{"model": "h100 80gb"}, Min: 8}, res{true, false, 8}},
+		"pcie ok":                 {nil, recipe.Check{Name: "pcie-link"}, res{true, false, 0}},
+		"pcie width degraded":     {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[3].LinkCurrent.Width = 8 }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie gen idle strict":    {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie gen idle allowed":   {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link", Args: map[string]string{"idle-downtrain": "ok"}}, res{true, false, 0}},
+		"pcie slot below recipe": {func(i *machine.Inventory, _ *recipe.Hardware) {
+			i.GPUs[0].LinkMax.Gen, i.GPUs[0].LinkCurrent.Gen = 4, 4
+		}, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie width below recipe": {func(i *machine.Inventory, _ *recipe.Hardware) {
+			i.GPUs[0].LinkMax.Width, i.GPUs[0].LinkCurrent.Width = 8, 8
+		}, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie no gpus":            {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = nil }, recipe.Check{Name: "pcie-link"}, res{false, false, 0}},
+		"memory ok":               {nil, recipe.Check{Name: "memory-size"}, res{true, false, 2 << 20}},
+		"memory within tolerance": {func(i *machine.Inventory, _ *recipe.Hardware) { i.DIMMs[0].SizeMiB -= 20 << 10 }, recipe.Check{Name: "memory-size"}, res{true, false, 2<<20 - 20<<10}},
+		"memory one dimm missing": {func(i *machine.Inventory, _ *recipe.Hardware) { i.DIMMs = i.DIMMs[:1] }, recipe.Check{Name: "memory-size"}, res{false, false, 1 << 20}},
+		"memory no tolerance":     {func(i *machine.Inventory, _ *recipe.Hardware) { i.DIMMs[0].SizeMiB-- }, recipe.Check{Name: "memory-size", Args: map[string]string{"tolerance": "0"}}, res{false, false, 2<<20 - 1}},
+		"memory min GiB":          {nil, recipe.Check{Name: "memory-size", Min: 4096}, res{false, false, 2 << 20}},
+		"memory nothing expected": {func(_ *machine.Inventory, h *recipe.Hardware) { h.Memory = nil }, recipe.Check{Name: "memory-size"}, res{false, false, 2 << 20}},
+		"nic ok":                  {nil, recipe.Check{Name: "nic-link"}, res{true, false, 400000}},
+		"nic two needed, one up":  {func(_ *machine.Inventory, h *recipe.Hardware) { h.NICs[0].Count = 2 }, recipe.Check{Name: "nic-link"}, res{false, false, 400000}},
+		"nic slow":                {func(i *machine.Inventory, _ *recipe.Hardware) { i.NICs[1].SpeedMbps = 200000 }, recipe.Check{Name: "nic-link"}, res{false, false, 200000}},
+		"nic min Mbps":            {nil, recipe.Check{Name: "nic-link", Min: 1000}, res{true, false, 400000}},
+		"disk present":            {nil, recipe.Check{Name: "disk-present"}, res{true, false, 2}},
+		"disk data missing":       {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = i.Disks[:1] }, recipe.Check{Name: "disk-present"}, res{false, false, 1}},
+		"disk min count":          {nil, recipe.Check{Name: "disk-present", Min: 3}, res{false, false, 2}},
+		"disk health ok":          {nil, recipe.Check{Name: "disk-health"}, res{true, false, 0}},
+		"disk health dead":        {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks[1].Health = "dead" }, recipe.Check{Name: "disk-health"}, res{false, false, 1}},
+		"disk health no disks":    {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = nil }, recipe.Check{Name: "disk-health"}, res{false, false, 0}},
+		"gpu-burn skipped":        {nil, recipe.Check{Name: "gpu-burn"}, res{false, true, 0}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			inv, want := node(), hw()
+			if tc.edit != nil {
+				tc.edit(&inv, &want)
+			}
+			rs := Run(inv, []recipe.Check{tc.check}, want)
+			if len(rs) != 1 || rs[0].Name != tc.check.Name {
+				t.Fatalf("results %+v", rs)
+			}
+			got := res{rs[0].OK, rs[0].Skipped, rs[0].Value}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s\ndetail: %s", diff, rs[0].Detail)
+			}
+			if rs[0].Detail == "" {
+				t.Errorf("no detail")
+			}
+		})
+	}
+}
+
+func TestFailed(t *testing.T) {
+	rs := []api.CheckResult{{Name: "a", OK: true}, {Name: "b"}, {Name: "c", Skipped: true}, {Name: "d"}}
+	if diff := cmp.Diff([]string{"b", "d"}, Failed(rs)); diff != "" {
+		t.Error(diff)
+	}
+}
