@@ -5,8 +5,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -47,25 +49,71 @@ func (l *linter) warn(path, format string, args ...any) {
 	l.warnf(l.at(path), path, format, args...)
 }
 
-// positive reports a given count that is not positive.
-func (l *linter) positive(path string, n int) {
-	if l.has(path) && n <= 0 {
-		l.bad(path, "expected a positive number, found %d", n)
+// tagChecks applies the enum, min and max tags of types.go to every field
+// the file gives (the JSON Schema carries the same tags).
+func (l *linter) tagChecks(v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			l.tagChecks(v.Elem(), path)
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			l.tagChecks(v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Struct:
+		if v.Type() == typeValue {
+			return
+		}
+		for _, f := range fieldsOf(v.Type()) {
+			p := join(path, f.key)
+			fv := v.Field(f.index)
+			if l.has(p) {
+				l.checkTags(p, fv, v.Type().Field(f.index).Tag)
+			}
+			l.tagChecks(fv, p)
+		}
 	}
 }
 
-// oneOf reports a given value that is not one of the allowed ones.
-func (l *linter) oneOf(path, v string, allowed ...string) {
-	if l.has(path) && !slices.Contains(allowed, v) {
-		l.bad(path, "expected one of %s, found %q", strings.Join(allowed, ", "), v)
+func (l *linter) checkTags(path string, v reflect.Value, tag reflect.StructTag) {
+	if enum := tag.Get("enum"); enum != "" {
+		allowed := strings.Split(enum, ",")
+		if got := fmt.Sprint(v.Interface()); !slices.Contains(allowed, got) {
+			if v.Kind() == reflect.String {
+				got = strconv.Quote(got)
+			}
+			l.bad(path, "expected one of %s, found %s", strings.Join(allowed, ", "), got)
+		}
+	}
+	var x float64
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64:
+		x = float64(v.Int())
+	case reflect.Float64:
+		x = v.Float()
+	default:
+		return
+	}
+	lo, hasLo := tagFloat(tag, "min")
+	hi, hasHi := tagFloat(tag, "max")
+	switch {
+	case hasLo && hasHi && (x < lo || x > hi):
+		l.bad(path, "expected %g to %g, found %v", lo, hi, v.Interface())
+	case hasLo && !hasHi && x < lo && lo == 1:
+		l.bad(path, "expected a positive number, found %v", v.Interface())
+	case hasLo && !hasHi && x < lo:
+		l.bad(path, "expected %g or more, found %v", lo, v.Interface())
 	}
 }
 
-// inRange reports a given integer outside [lo, hi].
-func (l *linter) inRange(path string, v, lo, hi int) {
-	if l.has(path) && (v < lo || v > hi) {
-		l.bad(path, "expected %d to %d, found %d", lo, hi, v)
+func tagFloat(tag reflect.StructTag, key string) (float64, bool) {
+	s, ok := tag.Lookup(key)
+	if !ok {
+		return 0, false
 	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil
 }
 
 var (
@@ -78,9 +126,9 @@ func (l *linter) lint(r *Recipe) {
 	if r == nil {
 		return
 	}
+	l.tagChecks(reflect.ValueOf(r).Elem(), "")
 	l.identity(r)
 	l.hardware(&r.Hardware)
-	l.oneOf("bios.boot_mode", r.BIOS.BootMode, "uefi", "legacy")
 	for k, v := range r.Drivers {
 		if v == "" {
 			l.bad(join("drivers", k), "expected a pinned version, found an empty string")
@@ -90,9 +138,6 @@ func (l *linter) lint(r *Recipe) {
 	l.network(&r.Network)
 	l.acceptance(&r.Acceptance)
 	l.power(r)
-	if l.has("timeouts.retries") && r.Timeouts.Retries < 0 {
-		l.bad("timeouts.retries", "expected 0 or more, found %d", r.Timeouts.Retries)
-	}
 }
 
 func (l *linter) identity(r *Recipe) {
@@ -114,22 +159,14 @@ func (l *linter) identity(r *Recipe) {
 func (l *linter) hardware(h *Hardware) {
 	for i, g := range h.GPUs {
 		p := fmt.Sprintf("hardware.gpus[%d]", i)
-		l.oneOf(p+".vendor", g.Vendor, "nvidia", "amd", "intel")
 		if l.has(p+".model") && g.Model == "" {
 			l.bad(p+".model", "expected a model substring such as H100, found an empty string")
-		}
-		l.positive(p+".count", g.Count)
-		l.inRange(p+".pcie_gen", g.PCIeGen, 1, 6)
-		if l.has(p+".pcie_width") && !slices.Contains([]int{1, 2, 4, 8, 16}, g.PCIeWidth) {
-			l.bad(p+".pcie_width", "expected 1, 2, 4, 8 or 16 lanes, found %d", g.PCIeWidth)
 		}
 		if l.has(p+".min_vram") && g.MinVRAM <= 0 {
 			l.bad(p+".min_vram", "expected a positive size, found %s", g.MinVRAM)
 		}
 	}
 	if c := h.CPU; c != nil {
-		l.positive("hardware.cpu.sockets", c.Sockets)
-		l.positive("hardware.cpu.min_cores", c.MinCores)
 		if _, err := regexp.Compile(c.Model); err != nil {
 			l.bad("hardware.cpu.model", "expected a regular expression: %v", err)
 		}
@@ -138,16 +175,8 @@ func (l *linter) hardware(h *Hardware) {
 		if l.has("hardware.memory.total") && m.Total <= 0 {
 			l.bad("hardware.memory.total", "expected a positive size such as 512GiB, found %s", m.Total)
 		}
-		l.positive("hardware.memory.dimms", m.DIMMs)
-	}
-	for i, n := range h.NICs {
-		p := fmt.Sprintf("hardware.nics[%d]", i)
-		l.oneOf(p+".role", n.Role, "management", "workload")
-		l.positive(p+".count", n.Count)
 	}
 	if ps := h.PSUs; ps != nil {
-		l.positive("hardware.psus.count", ps.Count)
-		l.positive("hardware.psus.rated_watts", ps.RatedWatts)
 		if l.has("hardware.psus.redundancy") && !redundRE.MatchString(ps.Redundancy) {
 			l.bad("hardware.psus.redundancy", "expected N, N+1, N+2 or N+N, found %q", ps.Redundancy)
 		}
@@ -171,11 +200,9 @@ func (l *linter) disks(disks []DiskSpec) {
 		if d.MaxSize > 0 && d.MinSize > d.MaxSize {
 			l.bad(p+".max_size", "expected max_size >= min_size (%s), found %s", d.MinSize, d.MaxSize)
 		}
-		l.oneOf(p+".media", d.Media, "ssd", "hdd", "nvme")
 		if l.has(p+".path") && !strings.HasPrefix(d.Path, "/dev/") {
 			l.bad(p+".path", "expected a device path under /dev/, found %q", d.Path)
 		}
-		l.positive(p+".count", d.Count)
 	}
 	if len(disks) > 0 && len(boot) != 1 {
 		found := "none"
@@ -199,7 +226,6 @@ func (l *linter) sha256(path, v string) {
 func (l *linter) os(o *OS) {
 	img := o.Image
 	l.sha256("os.image.sha256", img.SHA256)
-	l.oneOf("os.image.format", img.Format, "raw", "raw.zst")
 	if l.has("os.image.name") {
 		switch {
 		case !nameRE.MatchString(img.Name):
@@ -213,12 +239,9 @@ func (l *linter) os(o *OS) {
 	}
 	l.sha256("os.agent.kernel.sha256", o.Agent.Kernel.SHA256)
 	l.sha256("os.agent.initrd.sha256", o.Agent.Initrd.SHA256)
-	l.oneOf("os.handoff", o.Handoff, "reboot", "kexec")
 }
 
 func (l *linter) network(n *Network) {
-	l.inRange("network.management_vlan", n.ManagementVLAN, 1, 4094)
-	l.inRange("network.workload_vlan", n.WorkloadVLAN, 1, 4094)
 	if n.ManagementVLAN != 0 && n.ManagementVLAN == n.WorkloadVLAN {
 		l.warn("network.workload_vlan", "workload VLAN %d is the management VLAN", n.WorkloadVLAN)
 	}
@@ -257,23 +280,13 @@ func (l *linter) acceptance(a *Acceptance) {
 		if l.has("acceptance.burn_in.duration") && b.Duration <= 0 {
 			l.bad("acceptance.burn_in.duration", "expected a duration above zero such as 2h, found %s", b.Duration)
 		}
-		l.inRange("acceptance.burn_in.max_gpu_temp_c", b.MaxGPUTempC, 1, 120)
-		if l.has("acceptance.burn_in.max_xid_errors") && b.MaxXidErrors < 0 {
-			l.bad("acceptance.burn_in.max_xid_errors", "expected 0 or more, found %d", b.MaxXidErrors)
-		}
 	}
 }
 
 func (l *linter) power(r *Recipe) {
 	pw := r.Power
-	l.inRange("power.derating_pct", pw.DeratingPct, 0, 50)
-	l.positive("power.idle_watts", pw.IdleWatts)
-	l.positive("power.load_watts", pw.LoadWatts)
 	if pw.IdleWatts > 0 && pw.LoadWatts > 0 && pw.IdleWatts > pw.LoadWatts {
 		l.bad("power.idle_watts", "expected idle_watts <= load_watts (%d), found %d", pw.LoadWatts, pw.IdleWatts)
-	}
-	if l.has("power.cost_per_kwh") && pw.CostPerKWh < 0 {
-		l.bad("power.cost_per_kwh", "expected 0 or more, found %g", pw.CostPerKWh)
 	}
 	ps := r.Hardware.PSUs
 	if ps == nil || pw.LoadWatts <= 0 || ps.RatedWatts <= 0 || ps.Count <= 0 {

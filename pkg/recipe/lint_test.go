@@ -102,7 +102,7 @@ func TestBrokenRecipes(t *testing.T) {
 		},
 		"bad-pcie": {
 			{"", 8, "hardware.gpus[0].pcie_gen", "expected 1 to 6, found 7"},
-			{"", 9, "hardware.gpus[0].pcie_width", "expected 1, 2, 4, 8 or 16 lanes, found 12"},
+			{"", 9, "hardware.gpus[0].pcie_width", "expected one of 1, 2, 4, 8, 16, found 12"},
 		},
 		"image-missing": {{"", 5, "os.image.name", `image "ubuntu-22-04" not found: expected`}},
 		"name-mismatch": {{"", 1, "name", `recipe "gpu-train-h100x8" must be in a file named gpu-train-h100x8.yaml, found name-mismatch.yaml`}},

@@ -3,6 +3,8 @@ package recipe
 import (
 	"encoding/json"
 	"reflect"
+	"strconv"
+	"strings"
 )
 
 // Patterns the schema gives for the unit types. They accept a subset of
@@ -83,10 +85,12 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	required := []string{}
 	for _, f := range fieldsOf(t) {
-		s := g.of(t.Field(f.index).Type)
+		sf := t.Field(f.index)
+		s := g.of(sf.Type)
 		if f.doc != "" {
 			s["description"] = f.doc
 		}
+		constrain(s, sf)
 		props[f.key] = s
 		if f.required {
 			required = append(required, f.key)
@@ -97,4 +101,29 @@ func (g *schemaGen) object(t reflect.Type) map[string]any {
 		o["required"] = required
 	}
 	return o
+}
+
+// constrain copies a field's enum, min, max and pattern tags (the ones lint
+// checks) into its schema.
+func constrain(s map[string]any, f reflect.StructField) {
+	if enum := f.Tag.Get("enum"); enum != "" {
+		var vals []any
+		for _, e := range strings.Split(enum, ",") {
+			if i, err := strconv.Atoi(e); err == nil && f.Type.Kind() != reflect.String {
+				vals = append(vals, i)
+			} else {
+				vals = append(vals, e)
+			}
+		}
+		s["enum"] = vals
+	}
+	if v, ok := tagFloat(f.Tag, "min"); ok {
+		s["minimum"] = v
+	}
+	if v, ok := tagFloat(f.Tag, "max"); ok {
+		s["maximum"] = v
+	}
+	if p := f.Tag.Get("pattern"); p != "" {
+		s["pattern"] = p
+	}
 }

@@ -78,6 +78,10 @@ func TestSchemaRejects(t *testing.T) {
 		"value type":      "name: x\nversion: '1'\nbios:\n  attributes:\n    A: [1]\n",
 		"speed":           "name: x\nversion: '1'\nhardware:\n  nics:\n    - role: workload\n      speed: 400G\n",
 		"duration":        "name: x\nversion: '1'\ntimeouts:\n  post: 15 minutes\n",
+		"enum":            "name: x\nversion: '1'\nos:\n  handoff: pxe\n",
+		"int enum":        "name: x\nversion: '1'\nhardware:\n  gpus:\n    - {vendor: nvidia, model: H100, count: 8, pcie_width: 12}\n",
+		"range":           "name: x\nversion: '1'\nnetwork:\n  management_vlan: 5000\n",
+		"sha256":          "name: x\nversion: '1'\nos:\n  image: {name: lab, sha256: ABC}\n",
 	} {
 		if err := s.Validate(yamlAsJSON(t, []byte(src))); err == nil {
 			t.Errorf("%s: schema accepted %q", name, src)
