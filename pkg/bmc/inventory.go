@@ -494,8 +494,8 @@ type powerSubsystemDoc struct {
 		ID string `json:"@odata.id"`
 	} `json:"PowerSupplies"`
 	PowerSupplyRedundancy []struct {
-		RedundancyType string `json:"RedundancyType"`
-		MinNeededInGroup *int `json:"MinNeededInGroup"`
+		RedundancyType   string `json:"RedundancyType"`
+		MinNeededInGroup *int   `json:"MinNeededInGroup"`
 	} `json:"PowerSupplyRedundancy"`
 }
 

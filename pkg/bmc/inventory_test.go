@@ -18,12 +18,12 @@ import (
 
 // want is what each mockup must show, whatever the golden file says.
 var want = map[string]struct {
-	gpus       int
-	gpuModel   string
-	psus       int
-	watts      int
-	minCPUs    int
-	basicAuth  bool
+	gpus      int
+	gpuModel  string
+	psus      int
+	watts     int
+	minCPUs   int
+	basicAuth bool
 }{
 	"dmtf-public-rackmount1":      {psus: 2, watts: 344, minCPUs: 1},
 	"dmtf-public-tower":           {gpus: 2, gpuModel: "TU102", psus: 2, watts: 926, minCPUs: 1},
