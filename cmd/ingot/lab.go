@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/lab"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+const labUsage = `Usage: ingot lab up|down|status [flags]
+
+  up      build the agent and the lab image, create a network namespace with a
+          bridge, start ingot serve and a virtual BMC per QEMU VM in it, enroll
+          the VMs with the lab-qemu recipe and provision them to ready over the
+          network (BMC power-on -> DHCP -> iPXE -> agent -> image -> first boot);
+          then reimage one and print its time to restore by phase.
+  down    stop everything the lab started and remove its namespace.
+  status  the lab's machines and their states.
+
+Every address the lab uses lives inside its own namespace; the host's
+network is never touched. Needs root, QEMU (TCG unless KVM really works).
+`
+
+func runLab(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(e.stderr, labUsage)
+		if len(args) == 0 {
+			return errUsage
+		}
+		return nil
+	}
+	sub := map[string]func(context.Context, *env, []string) error{
+		"up": runLabUp, "down": runLabDown, "status": runLabStatus, "bmc": runLabBMC,
+	}[args[0]]
+	if sub == nil {
+		fmt.Fprintf(e.stderr, "ingot lab: unknown command %q\n\n%s", args[0], labUsage)
+		return errUsage
+	}
+	return sub(ctx, e, args[1:])
+}
+
+func runLabUp(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi] [--reimage=true]")
+	dir := fs.String("dir", "/var/lib/ingot-lab", "where the lab keeps disks, logs and its database")
+	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM")
+	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM and print its time to restore")
+	repo := fs.String("repo", ".", "the ingot source tree (recipes/, images/)")
+	agent := fs.String("agent", "", "ingot-agent binary (default: next to this binary)")
+	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if *agent == "" {
+		*agent = filepath.Join(filepath.Dir(self), "ingot-agent")
+	}
+	if _, err := os.Stat(*agent); err != nil {
+		return fmt.Errorf("ingot-agent binary: %w (build it with 'make build' or pass --agent)", err)
+	}
+	var specs []lab.VMSpec
+	for _, v := range strings.Split(*vms, ",") {
+		switch v {
+		case "bios", "uefi":
+			specs = append(specs, lab.VMSpec{Firmware: v})
+		case "uefi-pxe":
+			specs = append(specs, lab.VMSpec{Firmware: "uefi", FirmwarePXE: true})
+		default:
+			return fmt.Errorf("--vms: %q is not bios, uefi or uefi-pxe", v)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs,
+		DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "lab: namespace %s, ingot at %s (accel %s)\n", l.State.Namespace, l.State.ServerURL, l.State.Accel)
+	res, err := l.Reimage(ctx)
+	if err != nil {
+		return err
+	}
+	if !printResults(e, res) {
+		return exitError(1)
+	}
+	if *reimage {
+		fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe\n", l.State.VMs[0].Name)
+		if res, err = l.Reimage(ctx, l.State.VMs[0].Name); err != nil {
+			return err
+		}
+		if !printResults(e, res) {
+			return exitError(1)
+		}
+	}
+	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
+	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.ServerURL, l.State.Token)
+	fmt.Fprintf(e.stdout, "  %s lab down --dir %s\n", self, *dir)
+	return nil
+}
+
+func printResults(e *env, res []lab.Result) bool {
+	ok := true
+	for _, r := range res {
+		if r.Job.State == store.JobSucceeded {
+			fmt.Fprintf(e.stdout, "lab: %s ready; %s\n", r.Machine, r.Restore())
+			continue
+		}
+		ok = false
+		fmt.Fprintf(e.stdout, "lab: %s FAILED: %s\n", r.Machine, r.Job.Reason)
+	}
+	return ok
+}
+
+func runLabDown(_ context.Context, e *env, args []string) error {
+	fs := e.flagSet("lab down", "lab down [--dir DIR]")
+	dir := fs.String("dir", "/var/lib/ingot-lab", "the lab's folder")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	if err := lab.Down(*dir); err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, "lab: down")
+	return nil
+}
+
+func runLabStatus(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("lab status", "lab status [--dir DIR]")
+	dir := fs.String("dir", "/var/lib/ingot-lab", "the lab's folder")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	l, err := lab.Open(*dir)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MACHINE\tFIRMWARE\tMAC\tSTATE\tBMC")
+	for _, vm := range l.State.VMs {
+		state := "?"
+		if m, err := l.Machine(ctx, vm.Name); err == nil {
+			state = string(m.State)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t127.0.0.1:%d\n", vm.Name, vm.Firmware, vm.MAC, state, vm.BMCPort)
+	}
+	return tw.Flush()
+}
+
+// runLabBMC is the lab's BMC process (started by lab up inside the namespace).
+func runLabBMC(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("lab bmc", "lab bmc --dir DIR")
+	dir := fs.String("dir", "/var/lib/ingot-lab", "the lab's folder")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	return lab.RunBMCs(ctx, *dir, e.logger("info"))
+}

@@ -1,0 +1,63 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/ingot-dev/ingot/pkg/image"
+	"github.com/ingot-dev/ingot/pkg/initramfs"
+)
+
+// Pins are the artifacts a lab boots, with their sha256s.
+type Pins struct {
+	Kernel       string `json:"kernel"`
+	KernelSHA256 string `json:"kernel_sha256"`
+	Initrd       string `json:"initrd"`
+	InitrdSHA256 string `json:"initrd_sha256"`
+	Image        string `json:"image"` // raw.zst
+	ImageSHA256  string `json:"image_sha256"`
+	ImageRaw     string `json:"image_raw"`
+	RawSHA256    string `json:"raw_sha256"`
+	RawSize      int64  `json:"raw_size"`
+}
+
+func cacheDir(cfg Config) string { return initramfs.CacheDir(cfg.Getenv) }
+
+// BuildArtifacts builds (or reuses from the cache) the agent's kernel and
+// initramfs and the lab image. Every lab and end-to-end test on a machine
+// shares one build: the initramfs is cached by a digest of its inputs and
+// the image build is reproducible.
+func BuildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
+	cfg.defaults()
+	return buildArtifacts(ctx, cfg)
+}
+
+func buildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
+	cache := cacheDir(cfg)
+	k, err := initramfs.FetchKernel(ctx, cache, "auto")
+	if err != nil {
+		return nil, fmt.Errorf("lab kernel: %w", err)
+	}
+	spec := initramfs.Spec{Agent: cfg.AgentBinary, Modules: initramfs.DefaultModules}
+	key, err := initramfs.InputsKey(k, spec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := initramfs.BuildKernelAndInitrd(ctx, k, spec, filepath.Join(cache, "initramfs", key[:16]))
+	if err != nil {
+		return nil, fmt.Errorf("lab initramfs: %w", err)
+	}
+	is, err := image.Load(filepath.Join(cfg.RepoRoot, "images", "lab"))
+	if err != nil {
+		return nil, err
+	}
+	res, err := image.Build(ctx, is, image.Options{Out: filepath.Join(cache, "images", "lab"), Cache: cache, KernelDeb: k.Root})
+	if err != nil {
+		return nil, fmt.Errorf("lab image: %w", err)
+	}
+	return &Pins{
+		Kernel: out.Vmlinuz, KernelSHA256: out.VmlinuzSHA256, Initrd: out.Initrd, InitrdSHA256: out.InitrdSHA256,
+		Image: res.Zst, ImageSHA256: res.ZstSHA256, ImageRaw: res.Raw, RawSHA256: res.RawSHA256, RawSize: res.RawSize,
+	}, nil
+}

@@ -1,0 +1,101 @@
+package lab
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// writeBMCTree writes the Redfish tree a lab machine's virtual BMC serves:
+// one System (the QEMU VM) with the boot targets and reset types QEMU can
+// honour, a BIOS with a settings object, one Manager and one Chassis. It is
+// ingot's own description of a QEMU machine, not a copy of a vendor capture.
+func writeBMCTree(dir, name string, memMiB int) error {
+	sys := "/redfish/v1/Systems/1"
+	res := map[string]map[string]any{
+		"": {
+			"@odata.id": "/redfish/v1", "@odata.type": "#ServiceRoot.v1_15_0.ServiceRoot",
+			"Id": "RootService", "Name": "ingot lab BMC", "RedfishVersion": "1.15.0",
+			"UUID":    "7f3c0e52-5a1d-4b8e-9d1e-000000000001",
+			"Systems": ref("/redfish/v1/Systems"), "Chassis": ref("/redfish/v1/Chassis"),
+			"Managers": ref("/redfish/v1/Managers"), "AccountService": ref("/redfish/v1/AccountService"),
+			"SessionService": ref("/redfish/v1/SessionService"),
+			"Links":          map[string]any{"Sessions": ref("/redfish/v1/SessionService/Sessions")},
+		},
+		"Systems": collection("/redfish/v1/Systems", "#ComputerSystemCollection.ComputerSystemCollection", sys),
+		"Systems/1": {
+			"@odata.id": sys, "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem",
+			"Id": "1", "Name": name, "SystemType": "Virtual", "Manufacturer": "QEMU",
+			"Model": "Standard PC", "SerialNumber": "LAB-" + name, "PowerState": "Off",
+			"BiosVersion":      "ingot-lab-1",
+			"Status":           map[string]any{"State": "Enabled", "Health": "OK"},
+			"ProcessorSummary": map[string]any{"Count": 1, "Model": "QEMU Virtual CPU"},
+			"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": float64(memMiB) / 1024},
+			"Boot": map[string]any{
+				"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None",
+				"BootSourceOverrideMode":                           "UEFI",
+				"BootSourceOverrideTarget@Redfish.AllowableValues": []string{"None", "Pxe", "Hdd", "Cd", "UefiHttp"},
+			},
+			"Bios": ref(sys + "/Bios"),
+			"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{
+				"target":                            sys + "/Actions/ComputerSystem.Reset",
+				"ResetType@Redfish.AllowableValues": []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle"},
+			}},
+			"Links": map[string]any{"Chassis": []any{ref("/redfish/v1/Chassis/1")}, "ManagedBy": []any{ref("/redfish/v1/Managers/1")}},
+		},
+		"Systems/1/Bios": {
+			"@odata.id": sys + "/Bios", "@odata.type": "#Bios.v1_2_0.Bios", "Id": "Bios", "Name": "BIOS Configuration",
+			"AttributeRegistry": "BiosAttributeRegistry.v1_0_0",
+			"Attributes":        map[string]any{"BootMode": "Uefi", "SriovGlobalEnable": "Disabled", "ProcVirtualization": "Enabled", "NumaMode": "Enabled"},
+			"@Redfish.Settings": map[string]any{"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": ref(sys + "/Bios/Settings")},
+		},
+		"Systems/1/Bios/Settings": {
+			"@odata.id": sys + "/Bios/Settings", "@odata.type": "#Bios.v1_2_0.Bios", "Id": "Settings", "Name": "BIOS pending settings",
+			"Attributes": map[string]any{},
+		},
+		"Chassis": collection("/redfish/v1/Chassis", "#ChassisCollection.ChassisCollection", "/redfish/v1/Chassis/1"),
+		"Chassis/1": {
+			"@odata.id": "/redfish/v1/Chassis/1", "@odata.type": "#Chassis.v1_23_0.Chassis", "Id": "1", "Name": name + " chassis",
+			"ChassisType": "RackMount", "Manufacturer": "QEMU", "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+		},
+		"Managers": collection("/redfish/v1/Managers", "#ManagerCollection.ManagerCollection", "/redfish/v1/Managers/1"),
+		"Managers/1": {
+			"@odata.id": "/redfish/v1/Managers/1", "@odata.type": "#Manager.v1_19_0.Manager", "Id": "1", "Name": "ingot virtual BMC",
+			"ManagerType": "BMC", "FirmwareVersion": "ingot-vbmc", "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+		},
+		"AccountService": {
+			"@odata.id": "/redfish/v1/AccountService", "@odata.type": "#AccountService.v1_13_0.AccountService",
+			"Id": "AccountService", "Name": "Account Service", "Accounts": ref("/redfish/v1/AccountService/Accounts"),
+		},
+		"AccountService/Accounts": collection("/redfish/v1/AccountService/Accounts", "#ManagerAccountCollection.ManagerAccountCollection", "/redfish/v1/AccountService/Accounts/1"),
+		"AccountService/Accounts/1": {
+			"@odata.id": "/redfish/v1/AccountService/Accounts/1", "@odata.type": "#ManagerAccount.v1_10_0.ManagerAccount",
+			"Id": "1", "Name": "User Account", "UserName": "admin", "RoleId": "Administrator", "Enabled": true,
+		},
+	}
+	for p, body := range res {
+		d := filepath.Join(dir, "redfish", "v1", filepath.FromSlash(p))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		b, err := json.MarshalIndent(body, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(d, "index.json"), b, 0o644); err != nil {
+			return fmt.Errorf("writing the lab BMC tree: %w", err)
+		}
+	}
+	return nil
+}
+
+func ref(id string) map[string]any { return map[string]any{"@odata.id": id} }
+
+func collection(id, typ string, members ...string) map[string]any {
+	ms := make([]any, len(members))
+	for i, m := range members {
+		ms[i] = ref(m)
+	}
+	return map[string]any{"@odata.id": id, "@odata.type": typ, "Name": "Collection", "Members": ms, "Members@odata.count": len(ms)}
+}

@@ -1,0 +1,340 @@
+// Package lab builds ingot's network-boot lab: a network namespace with a
+// bridge, a tap per virtual machine, `ingot serve` on the bridge, a virtual
+// BMC per VM whose power actions start and stop a QEMU process, and the
+// machines enrolled with the lab-qemu recipe. Nothing in the lab touches the
+// host's network: every address lives inside the namespace, and the lab's
+// own processes reach its API through sockets opened inside it.
+package lab
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/netns"
+)
+
+// The lab network. It exists only inside the lab's namespace.
+const (
+	Bridge    = "br0"
+	ServerIP  = "10.77.0.1"
+	cidr      = ServerIP + "/24"
+	poolSpec  = "10.77.0.0/24,10.77.0.100,10.77.0.200"
+	httpPort  = 8080
+	bmcPort0  = 9001
+	bmcUser   = "admin"
+	stateFile = "lab.json"
+)
+
+// VMSpec asks for one lab machine.
+type VMSpec struct {
+	Firmware    string // bios or uefi
+	FirmwarePXE bool   // uefi only: no NIC ROM, firmware PXE -> TFTP -> iPXE
+}
+
+// Config builds a lab.
+type Config struct {
+	Dir         string // everything the lab writes: disks, logs, database, artifacts
+	Prefix      string // namespace name prefix (a random suffix is added)
+	Binary      string // the ingot binary (runs serve and the BMCs)
+	AgentBinary string // the ingot-agent binary (goes into the initramfs)
+	RepoRoot    string // holds recipes/ and images/
+	VMs         []VMSpec
+	DiskBytes   int64
+	MemMiB      int
+	Recipe      string // default lab-qemu
+	// Mutate may change the lab's recipe before it is written (tests:
+	// a wrong image sha256).
+	Mutate func(map[string]any)
+	Out    io.Writer // progress for people
+	Logger *slog.Logger
+	Getenv func(string) string
+}
+
+// State is what `ingot lab up` leaves in Dir/lab.json for down and status.
+type State struct {
+	Namespace string   `json:"namespace"`
+	Dir       string   `json:"dir"`
+	ServerURL string   `json:"server_url"`
+	Token     string   `json:"token"`
+	Accel     string   `json:"accel"`
+	VMs       []VM     `json:"vms"`
+	Pids      []int    `json:"pids"`
+	Artifacts Pins     `json:"artifacts"`
+	Recipe    string   `json:"recipe"`
+	Binary    string   `json:"binary"`
+	ServeArgs []string `json:"serve_args"`
+}
+
+// Lab is a running lab.
+type Lab struct {
+	cfg   Config
+	ns    *netns.NS
+	State State
+	HTTP  *http.Client // dials inside the namespace
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "ingot-lab"
+	}
+	if c.DiskBytes == 0 {
+		c.DiskBytes = 256 << 20
+	}
+	if c.MemMiB == 0 {
+		c.MemMiB = 1024
+	}
+	if c.Recipe == "" {
+		c.Recipe = "lab-qemu"
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	if len(c.VMs) == 0 {
+		c.VMs = []VMSpec{{Firmware: "bios"}}
+	}
+}
+
+// Up builds (or reuses) the lab's kernel, initramfs and image, creates the
+// namespace, starts ingot serve and the virtual BMCs in it and enrolls the
+// machines. It does not provision them: see Provision.
+func Up(ctx context.Context, cfg Config) (*Lab, error) {
+	cfg.defaults()
+	if st, err := Load(cfg.Dir); err == nil {
+		if _, err := os.Stat("/var/run/netns/" + st.Namespace); err == nil {
+			return nil, fmt.Errorf("a lab is already up in %s (namespace %s): run 'ingot lab down' first", cfg.Dir, st.Namespace)
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Lab{cfg: cfg}
+	l.State = State{Dir: cfg.Dir, Accel: Accel(cfg.Getenv), Recipe: cfg.Recipe, Binary: cfg.Binary,
+		ServerURL: fmt.Sprintf("http://%s:%d", ServerIP, httpPort)}
+	fmt.Fprintf(cfg.Out, "lab: building kernel, agent initramfs and the lab image (cached in %s)\n", cacheDir(cfg))
+	pins, err := buildArtifacts(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	l.State.Artifacts = *pins
+	if err := l.network(ctx); err != nil {
+		l.Down()
+		return nil, err
+	}
+	if err := l.start(ctx); err != nil {
+		l.Down()
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Lab) network(ctx context.Context) error {
+	ns, err := netns.New(ctx, l.cfg.Prefix)
+	if err != nil {
+		return fmt.Errorf("creating the lab namespace: %w", err)
+	}
+	l.ns = ns
+	l.State.Namespace = ns.Name
+	l.HTTP = nsHTTPClient(ns)
+	if err := ns.AddBridge(ctx, Bridge, cidr); err != nil {
+		return err
+	}
+	for i, spec := range l.cfg.VMs {
+		name := fmt.Sprintf("lab%d-%s", i+1, spec.Firmware)
+		vm := VM{
+			Name: name, Firmware: spec.Firmware, FirmwarePXE: spec.FirmwarePXE,
+			MAC: fmt.Sprintf("52:54:00:77:00:%02x", 0x10+i), Tap: fmt.Sprintf("tap%d", i),
+			Disk:    filepath.Join(l.cfg.Dir, "vms", name, "disk.raw"),
+			Console: filepath.Join(l.cfg.Dir, "vms", name, "console.log"),
+			Vars:    filepath.Join(l.cfg.Dir, "vms", name, "OVMF_VARS.fd"),
+			BMCPort: bmcPort0 + i, MemMiB: l.cfg.MemMiB,
+		}
+		if err := vm.prepare(l.cfg.DiskBytes); err != nil {
+			return err
+		}
+		if err := ns.AddTap(ctx, vm.Tap, Bridge); err != nil {
+			return err
+		}
+		if err := writeBMCTree(filepath.Join(l.cfg.Dir, "bmc", name), name, vm.MemMiB); err != nil {
+			return err
+		}
+		l.State.VMs = append(l.State.VMs, vm)
+	}
+	return l.save()
+}
+
+// Load reads a lab's state.
+func Load(dir string) (*State, error) {
+	b, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, fmt.Errorf("no lab in %s: %w", dir, err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return &st, nil
+}
+
+func (l *Lab) save() error {
+	b, err := json.MarshalIndent(l.State, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(l.cfg.Dir, stateFile), b, 0o600)
+}
+
+// Open attaches to a lab that `ingot lab up` left running.
+func Open(dir string) (*Lab, error) {
+	st, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := netns.Open(st.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &Lab{cfg: Config{Dir: dir, Out: io.Discard}, ns: ns, State: *st, HTTP: nsHTTPClient(ns)}, nil
+}
+
+// nsHTTPClient returns a client whose connections are opened inside ns.
+func nsHTTPClient(ns *netns.NS) *http.Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := ns.Do(func() (err error) {
+				var d net.Dialer
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+		MaxIdleConnsPerHost: 4,
+	}
+	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
+}
+
+// spawn starts a long-running process inside the namespace, detached from
+// this process (its own session) so it outlives `ingot lab up`.
+func (l *Lab) spawn(name string, args ...string) (int, error) {
+	logf, err := os.OpenFile(filepath.Join(l.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, l.cfg.Binary}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting %s: %w", name, err)
+	}
+	pid := cmd.Process.Pid
+	go cmd.Wait() // reap it if it ends while we run
+	l.State.Pids = append(l.State.Pids, pid)
+	return pid, l.save()
+}
+
+// Down stops every process of the lab and removes its namespace.
+func (l *Lab) Down() error {
+	var errs []error
+	for _, pid := range l.State.Pids {
+		stopPid(pid)
+	}
+	l.State.Pids = nil
+	if l.ns != nil {
+		if err := l.ns.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_ = os.Remove(filepath.Join(l.cfg.Dir, stateFile))
+	return errors.Join(errs...)
+}
+
+// Down removes the lab whose state is in dir.
+func Down(dir string) error {
+	l, err := Open(dir)
+	if err != nil {
+		st, lerr := Load(dir)
+		if lerr != nil {
+			return lerr
+		}
+		for _, pid := range st.Pids {
+			stopPid(pid)
+		}
+		_ = os.Remove(filepath.Join(dir, stateFile))
+		return nil
+	}
+	return l.Down()
+}
+
+func stopPid(pid int) {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	for i := 0; i < 50; i++ {
+		if p.Signal(syscall.Signal(0)) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = p.Signal(syscall.SIGKILL)
+}
+
+// Kill SIGKILLs the serve process (tests of crash recovery) and forgets it.
+func (l *Lab) KillServe() error {
+	if l.State.ServeArgs == nil || len(l.State.Pids) == 0 {
+		return errors.New("lab: serve is not running")
+	}
+	pid := l.servePid()
+	if pid == 0 {
+		return errors.New("lab: serve is not running")
+	}
+	// `ip netns exec` execs the binary, so the pid is ingot's own.
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	l.dropPid(pid)
+	return l.save()
+}
+
+func (l *Lab) servePid() int {
+	b, err := os.ReadFile(filepath.Join(l.cfg.Dir, "serve.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+func (l *Lab) dropPid(pid int) {
+	var keep []int
+	for _, p := range l.State.Pids {
+		if p != pid {
+			keep = append(keep, p)
+		}
+	}
+	l.State.Pids = keep
+}

@@ -1,0 +1,219 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/ingot-dev/ingot/pkg/apiserver"
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// start lays out the server's data, starts the BMCs and ingot serve in the
+// namespace, waits until the API answers, and enrolls the machines.
+func (l *Lab) start(ctx context.Context) error {
+	data := filepath.Join(l.cfg.Dir, "data")
+	if err := l.importArtifacts(ctx, data); err != nil {
+		return err
+	}
+	if err := l.writeRecipes(); err != nil {
+		return err
+	}
+	if err := l.createToken(ctx, data); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+apiserver.NewSecret("")[:12]+"\n"), 0o600); err != nil {
+		return err
+	}
+	if _, err := l.spawn("bmc", "lab", "bmc", "--dir", l.cfg.Dir); err != nil {
+		return err
+	}
+	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
+		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
+		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--pid-file", filepath.Join(l.cfg.Dir, "serve.pid")}
+	if err := l.StartServe(ctx); err != nil {
+		return err
+	}
+	return l.enroll(ctx)
+}
+
+// StartServe starts `ingot serve` in the namespace and waits for its API.
+func (l *Lab) StartServe(ctx context.Context) error {
+	if _, err := l.spawn("serve", l.State.ServeArgs...); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, "GET", l.State.ServerURL+"/healthz", nil)
+		resp, err := l.HTTP.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ingot serve did not answer on %s within 60s (see %s): %v", l.State.ServerURL,
+				filepath.Join(l.cfg.Dir, "serve.log"), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// importArtifacts puts the kernel, initramfs and image into the server's
+// content-addressed store.
+func (l *Lab) importArtifacts(ctx context.Context, data string) error {
+	st, err := artifact.Open(filepath.Join(data, "artifacts"))
+	if err != nil {
+		return err
+	}
+	p := l.State.Artifacts
+	for _, f := range []struct{ path, sha string }{{p.Kernel, p.KernelSHA256}, {p.Initrd, p.InitrdSHA256}, {p.Image, p.ImageSHA256}} {
+		ref, err := st.PutFile(ctx, f.path)
+		if err != nil {
+			return fmt.Errorf("importing %s: %w", f.path, err)
+		}
+		if ref.SHA256 != f.sha {
+			return fmt.Errorf("importing %s: sha256 %s, expected %s", f.path, ref.SHA256, f.sha)
+		}
+	}
+	return nil
+}
+
+// writeRecipes copies the repository's recipes into the lab and pins the
+// lab recipe to what the lab built: the lab boots exactly these bytes.
+func (l *Lab) writeRecipes() error {
+	src := filepath.Join(l.cfg.RepoRoot, "recipes")
+	dst := filepath.Join(l.cfg.Dir, "recipes")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return fmt.Errorf("reading recipes: %w", err)
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if e.Name() == l.cfg.Recipe+".yaml" {
+			if b, err = l.pin(b); err != nil {
+				return fmt.Errorf("pinning %s: %w", e.Name(), err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *Lab) pin(b []byte) ([]byte, error) {
+	var r map[string]any
+	if err := yaml.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	p := l.State.Artifacts
+	osec := sub(r, "os")
+	img := sub(osec, "image")
+	img["sha256"], img["format"] = p.ImageSHA256, "raw.zst"
+	agent := sub(osec, "agent")
+	k, i := sub(agent, "kernel"), sub(agent, "initrd")
+	k["sha256"], k["path"] = p.KernelSHA256, "lab-agent-vmlinuz"
+	i["sha256"], i["path"] = p.InitrdSHA256, "lab-agent-initrd"
+	if l.cfg.Mutate != nil {
+		l.cfg.Mutate(r)
+	}
+	var out bytes.Buffer
+	out.WriteString("# Written by `ingot lab up`: the shipped recipe pinned to the artifacts the lab built.\n")
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(r); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), enc.Close()
+}
+
+func sub(m map[string]any, k string) map[string]any {
+	if v, ok := m[k].(map[string]any); ok {
+		return v
+	}
+	v := map[string]any{}
+	m[k] = v
+	return v
+}
+
+func (l *Lab) createToken(ctx context.Context, data string) error {
+	s, err := store.Open(filepath.Join(data, "ingot.db"), store.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	secret, _, err := apiserver.CreateOperatorToken(ctx, s, "lab", 0, time.Now())
+	l.State.Token = secret
+	return err
+}
+
+// enroll adds each VM through the API with its BMC.
+func (l *Lab) enroll(ctx context.Context) error {
+	for _, vm := range l.State.VMs {
+		m := machine.Machine{
+			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: l.cfg.Recipe, Rack: "lab",
+			BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", vm.BMCPort),
+				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred")},
+		}
+		if _, err := l.API(ctx, "POST", "/api/v1/machines", m, nil); err != nil {
+			return fmt.Errorf("enrolling %s: %w", vm.Name, err)
+		}
+	}
+	pw, err := os.ReadFile(filepath.Join(l.cfg.Dir, "bmc.password"))
+	if err != nil {
+		return err
+	}
+	cred := fmt.Sprintf("username=%s\npassword=%s\n", bmcUser, strings.TrimSpace(string(pw)))
+	return os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
+}
+
+// API calls the lab server's API with the lab's operator token.
+func (l *Lab) API(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, l.State.ServerURL+path, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.State.Token)
+	resp, err := l.HTTP.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return resp.StatusCode, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(data, out)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,113 @@
+package lab
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// VM is one lab machine: a QEMU VM on the lab bridge, powered by its own
+// virtual BMC.
+type VM struct {
+	Name     string `json:"name"`
+	Firmware string `json:"firmware"` // bios (SeaBIOS) or uefi (OVMF)
+	MAC      string `json:"mac"`
+	Tap      string `json:"tap"`
+	Disk     string `json:"disk"`
+	Console  string `json:"console"` // serial console log
+	BMCPort  int    `json:"bmc_port"`
+	MemMiB   int    `json:"mem_mib"`
+	// FirmwarePXE makes a UEFI VM boot through OVMF's own PXE (no NIC
+	// option ROM), so the TFTP stage (firmware -> snponly.efi -> iPXE) runs.
+	FirmwarePXE bool   `json:"firmware_pxe"`
+	Vars        string `json:"vars,omitempty"` // per-VM OVMF variable store
+}
+
+// OVMF firmware files of Debian's ovmf package.
+const (
+	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+)
+
+// qemuArgs returns the VM's QEMU arguments without boot devices, and the
+// device arguments for each Redfish boot target: the override decides which
+// device gets bootindex=1 (OVMF ignores -boot order).
+func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
+	args := []string{
+		"-name", v.Name, "-accel", accel, "-smp", "1", "-m", fmt.Sprint(v.MemMiB),
+		"-nographic", "-serial", "file:" + v.Console, "-monitor", "none", "-no-reboot",
+		"-netdev", "tap,id=n0,ifname=" + v.Tap + ",script=no,downscript=no",
+		"-drive", "if=none,id=d0,format=raw,file=" + v.Disk,
+	}
+	if v.Firmware == "uefi" {
+		args = append(args, "-machine", "q35",
+			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode,
+			"-drive", "if=pflash,format=raw,file="+v.Vars)
+	} else {
+		args = append(args, "-machine", "pc")
+	}
+	nic := "virtio-net-pci,netdev=n0,mac=" + v.MAC
+	if v.FirmwarePXE {
+		nic += ",romfile="
+	}
+	disk := "virtio-blk-pci,drive=d0"
+	net1 := []string{"-device", nic + ",bootindex=1", "-device", disk + ",bootindex=2"}
+	disk1 := []string{"-device", nic + ",bootindex=2", "-device", disk + ",bootindex=1"}
+	return args, map[string][]string{"Pxe": net1, "UefiHttp": net1, "Hdd": disk1, "": disk1, "None": disk1}
+}
+
+// prepare creates the VM's disk (sparse, zeroed) and OVMF variable store.
+func (v *VM) prepare(diskBytes int64) error {
+	if err := os.MkdirAll(filepath.Dir(v.Disk), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(v.Disk)
+	if err != nil {
+		return fmt.Errorf("creating disk of %s: %w", v.Name, err)
+	}
+	if err := f.Truncate(diskBytes); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if v.Firmware == "uefi" {
+		b, err := os.ReadFile(ovmfVars)
+		if err != nil {
+			return fmt.Errorf("OVMF variable store (package ovmf): %w", err)
+		}
+		if err := os.WriteFile(v.Vars, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Accel picks QEMU's accelerator: KVM only where it really works. A
+// /dev/kvm without hardware virtualization in the CPU flags (nested or
+// para-virtualized hosts, as measured on the CI machines) makes OVMF and
+// SeaBIOS fail, so both must be present; INGOT_LAB_ACCEL overrides.
+func Accel(getenv func(string) string) string {
+	if a := getenv("INGOT_LAB_ACCEL"); a != "" {
+		return a
+	}
+	if _, err := os.Stat("/dev/kvm"); err != nil {
+		return "tcg"
+	}
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "tcg"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "flags") {
+			f := " " + line + " "
+			if strings.Contains(f, " vmx ") || strings.Contains(f, " svm ") {
+				return "kvm"
+			}
+			return "tcg"
+		}
+	}
+	return "tcg"
+}
