@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -161,6 +163,34 @@ func TestOpenRefuses(t *testing.T) {
 			if err := storetest.Check(path); err != nil {
 				t.Error(err)
 			}
+			if got := readRaw(t, path); !cmp.Equal(got, tc.layout, cmpopts.EquateEmpty()) {
+				t.Errorf("file changed by the failed Open (-want +got):\n%s", cmp.Diff(tc.layout, got, cmpopts.EquateEmpty()))
+			}
 		})
 	}
+}
+
+// readRaw returns every top-level bucket's key/value pairs.
+func readRaw(t *testing.T, path string) map[string]map[string]string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]map[string]string{}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			kvs := map[string]string{}
+			out[string(name)] = kvs
+			return b.ForEach(func(k, v []byte) error {
+				kvs[string(k)] = string(v) // string() copies out of the transaction
+				return nil
+			})
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
