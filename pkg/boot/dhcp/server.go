@@ -1,0 +1,172 @@
+package dhcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+)
+
+// maxInFlight bounds the requests decided at once. Concurrent requests share
+// the store's group commit, so a boot storm is committed in few fsyncs.
+const maxInFlight = 512
+
+// Server is the socket layer: it reads requests on Config.Interface only
+// (SO_BINDTODEVICE), asks the Handler, and sends replies.
+type Server struct {
+	cfg   Config
+	h     *Handler
+	conns []*net.UDPConn // port 67, then 4011 in proxy mode
+	ports []int
+}
+
+// NewServer checks cfg and resolves the server address from the interface
+// when cfg.ServerIP is unset. It does not open sockets: Listen does. Call
+// both inside the network namespace that holds the interface.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Interface == "" {
+		return nil, errors.New("DHCP needs an explicit --interface: it never answers on an interface it was not given")
+	}
+	if cfg.Mode != ModeOff && !cfg.ServerIP.IsValid() {
+		ip, err := interfaceIPv4(cfg.Interface)
+		if err != nil {
+			return nil, err
+		}
+		cfg.ServerIP = ip
+	}
+	h, err := NewHandler(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: h.cfg, h: h}, nil
+}
+
+// Handler returns the decision function the server uses.
+func (s *Server) Handler() *Handler { return s.h }
+
+// Listen opens the sockets: UDP 67 and, in proxy mode, 4011, each bound to
+// the interface. Serve calls it when it has not been called.
+func (s *Server) Listen() error {
+	if s.conns != nil || s.cfg.Mode == ModeOff {
+		return nil
+	}
+	ports := []int{dhcpv4.ServerPort}
+	if s.cfg.Mode == ModeProxy {
+		ports = append(ports, PXEPort)
+	}
+	for _, p := range ports {
+		c, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: p})
+		if err != nil {
+			s.close()
+			return fmt.Errorf("dhcp: listening on %s port %d: %w", s.cfg.Interface, p, err)
+		}
+		s.conns, s.ports = append(s.conns, c), append(s.ports, p)
+	}
+	return nil
+}
+
+func (s *Server) close() {
+	for _, c := range s.conns {
+		c.Close()
+	}
+}
+
+// Serve answers requests until ctx is cancelled, then closes its sockets,
+// waits for requests in flight (their leases are committed) and returns nil.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.cfg.Mode == ModeOff {
+		<-ctx.Done()
+		return nil
+	}
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("dhcp serving", "interface", s.cfg.Interface, "server", s.cfg.ServerIP, "mode", s.cfg.Mode)
+	stop := context.AfterFunc(ctx, s.close)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(s.conns))
+	sem := make(chan struct{}, maxInFlight)
+	for i, c := range s.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.loop(ctx, c, s.ports[i], sem, &wg)
+		}()
+	}
+	wg.Wait()
+	s.close()
+	close(errs)
+	for err := range errs {
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, sem chan struct{}, wg *sync.WaitGroup) error {
+	for {
+		buf := make([]byte, 1500)
+		n, peer, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("dhcp: reading on %s port %d: %w", s.cfg.Interface, port, err)
+		}
+		req, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil {
+			s.cfg.Logger.Debug("dhcp undecodable packet", "peer", peer, "err", err)
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.answer(ctx, c, req, Meta{Port: port, Peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())})
+		}()
+	}
+}
+
+func (s *Server) answer(ctx context.Context, c *net.UDPConn, req *dhcpv4.DHCPv4, in Meta) {
+	// The decision runs to completion even when ctx ends meanwhile: a lease
+	// being committed is finished, not abandoned.
+	reply, err := s.h.Handle(context.WithoutCancel(ctx), req, in)
+	if err != nil || reply == nil {
+		return
+	}
+	d := Destination(req, reply, in)
+	to := d.Addr
+	if d.HW != nil {
+		// Link-layer unicast to a client without an address needs a raw
+		// socket or an ARP entry; broadcast reaches it just as well.
+		to = broadcast68
+	}
+	if _, err := c.WriteToUDPAddrPort(reply.ToBytes(), to); err != nil {
+		s.cfg.Logger.Warn("dhcp sending reply", "mac", req.ClientHWAddr.String(), "to", to, "err", err)
+	}
+}
+
+// interfaceIPv4 returns the first IPv4 address of the named interface.
+func interfaceIPv4(name string) (netip.Addr, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("dhcp interface %s: %w", name, err)
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("dhcp interface %s: reading addresses: %w", name, err)
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+			return p.Addr(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("dhcp interface %s has no IPv4 address: give it one or set the server IP", name)
+}
