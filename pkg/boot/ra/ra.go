@@ -174,7 +174,7 @@ func Advertisement(prefix netip.Prefix, routerLifetime time.Duration, mac net.Ha
 	// Prefix information (RFC 4861 §4.6.2): 32 bytes.
 	pi := make([]byte, 32)
 	pi[0], pi[1], pi[2] = 3, 4, byte(prefix.Bits())
-	pi[3] = 0xc0 // on-link (L) and autonomous (A)
+	pi[3] = 0xc0                              // on-link (L) and autonomous (A)
 	binary.BigEndian.PutUint32(pi[4:], 86400) // valid lifetime, s
 	binary.BigEndian.PutUint32(pi[8:], 14400) // preferred lifetime, s
 	a := prefix.Masked().Addr().As16()
