@@ -1,0 +1,473 @@
+// Package drift compares a machine's normalized inventory with what its
+// recipe says it must be, and lists each difference as a Finding with a
+// severity: a missing GPU or a PCIe link trained at x8 instead of x16 is
+// critical, firmware not at the pinned version a warning, a fact the
+// inventory could not show is info.
+//
+// Check is a pure function: inventory and recipe in, findings out.
+package drift
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+// Severity ranks a finding.
+type Severity string
+
+// The severities, most severe first.
+const (
+	Critical Severity = "critical" // the machine is not what the recipe sells
+	Warning  Severity = "warning"  // it works but is not as pinned
+	Info     Severity = "info"     // the inventory could not show it
+)
+
+func (s Severity) rank() int {
+	switch s {
+	case Critical:
+		return 0
+	case Warning:
+		return 1
+	}
+	return 2
+}
+
+// Finding is one difference between inventory and recipe.
+type Finding struct {
+	Severity Severity `json:"severity"`
+	Part     string   `json:"part"` // "gpu", "gpu SXM1", "cpu", "memory", "nic", "psu", "firmware BIOS", "power"
+	Message  string   `json:"message"`
+	Expected string   `json:"expected,omitempty"`
+	Found    string   `json:"found,omitempty"`
+}
+
+func (f Finding) String() string {
+	s := fmt.Sprintf("%s %s: %s", f.Severity, f.Part, f.Message)
+	if f.Expected != "" || f.Found != "" {
+		s += fmt.Sprintf(" (expected %s, found %s)", f.Expected, f.Found)
+	}
+	return s
+}
+
+// Check compares inv with r's hardware, firmware and power sections. The
+// findings are sorted by severity, then part.
+func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
+	var fs findings
+	if r == nil {
+		return nil
+	}
+	fs.gpus(inv.GPUs, r.Hardware.GPUs)
+	if r.Hardware.CPU != nil {
+		fs.cpu(inv.CPUs, *r.Hardware.CPU)
+	}
+	if r.Hardware.Memory != nil {
+		fs.memory(inv.DIMMs, *r.Hardware.Memory)
+	}
+	for _, n := range r.Hardware.NICs {
+		fs.nics(inv.NICs, n)
+	}
+	if r.Hardware.PSUs != nil {
+		fs.psus(inv.PSUs, *r.Hardware.PSUs)
+	}
+	fs.firmware(inv, r.Firmware)
+	fs.power(inv, r.Power, r.Hardware.PSUs)
+	for _, p := range inv.Problems {
+		fs.add(Info, p.Part, "the BMC did not answer this part; facts from it are missing", "", p.Detail)
+	}
+	out := []Finding(fs)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Severity.rank() != out[j].Severity.rank() {
+			return out[i].Severity.rank() < out[j].Severity.rank()
+		}
+		return out[i].Part < out[j].Part
+	})
+	return out
+}
+
+// Summary counts findings by severity: "2 critical, 1 warning, 0 info".
+func Summary(fs []Finding) string {
+	n := map[Severity]int{}
+	for _, f := range fs {
+		n[f.Severity]++
+	}
+	return fmt.Sprintf("%d critical, %d warning, %d info", n[Critical], n[Warning], n[Info])
+}
+
+// Worst returns the most severe severity in fs ("" when fs is empty).
+func Worst(fs []Finding) Severity {
+	var w Severity
+	for _, f := range fs {
+		if w == "" || f.Severity.rank() < w.rank() {
+			w = f.Severity
+		}
+	}
+	return w
+}
+
+type findings []Finding
+
+func (fs *findings) add(sev Severity, part, msg, expected, found string) {
+	*fs = append(*fs, Finding{Severity: sev, Part: part, Message: msg, Expected: expected, Found: found})
+}
+
+func contains(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
+
+// gpuMatches: vendor and model are case-insensitive substrings
+// ("nvidia" matches "Nvidia(R) Corporation", "H100" matches "NVIDIA H100 80GB HBM3").
+func gpuMatches(g machine.GPU, s recipe.GPUSpec) bool {
+	return (s.Vendor == "" || contains(g.Vendor, s.Vendor) || contains(g.Model, s.Vendor)) && contains(g.Model, s.Model)
+}
+
+func gpuName(g machine.GPU, i int) string {
+	if g.Slot != "" {
+		return "gpu " + g.Slot
+	}
+	return fmt.Sprintf("gpu %d", i)
+}
+
+func (fs *findings) gpus(gpus []machine.GPU, specs []recipe.GPUSpec) {
+	used := make([]bool, len(gpus))
+	for _, s := range specs {
+		var match []int
+		for i, g := range gpus {
+			if !used[i] && gpuMatches(g, s) {
+				match = append(match, i)
+				used[i] = true
+			}
+		}
+		want := fmt.Sprintf("%d x %s %s", s.Count, s.Vendor, s.Model)
+		switch {
+		case len(match) < s.Count:
+			fs.add(Critical, "gpu", fmt.Sprintf("missing GPU: %d of %d %s found", len(match), s.Count, s.Model), want, fmt.Sprintf("%d", len(match)))
+		case len(match) > s.Count:
+			fs.add(Warning, "gpu", fmt.Sprintf("more %s GPUs than the recipe says", s.Model), want, fmt.Sprintf("%d", len(match)))
+		}
+		for _, i := range match {
+			fs.gpu(gpus[i], i, s)
+		}
+	}
+	var other []string
+	for i, g := range gpus {
+		if !used[i] {
+			other = append(other, strings.TrimSpace(g.Vendor+" "+g.Model))
+		}
+	}
+	if len(other) > 0 {
+		var want []string
+		for _, s := range specs {
+			want = append(want, s.Model)
+		}
+		sev := Critical
+		if len(specs) == 0 {
+			sev = Warning
+		}
+		fs.add(sev, "gpu", "wrong GPU model: GPUs the recipe does not list", strings.Join(want, ", "), strings.Join(other, ", "))
+	}
+}
+
+// vramToleranceDiv allows 1% below min_vram: GPUs report usable memory a
+// little under the nominal size (H100 80GB: 81559 MiB; B200 180GB:
+// 183359 MiB), and recipe authors write the nominal size.
+const vramToleranceDiv = 100
+
+func (fs *findings) gpu(g machine.GPU, i int, s recipe.GPUSpec) {
+	part := gpuName(g, i)
+	if s.MinVRAM > 0 {
+		switch have := g.VRAMMiB << 20; {
+		case g.VRAMMiB == 0:
+			fs.add(Info, part, "VRAM not reported", s.MinVRAM.String(), "unknown")
+		case have < s.MinVRAM.Bytes()-s.MinVRAM.Bytes()/vramToleranceDiv:
+			fs.add(Critical, part, "VRAM below the minimum", ">= "+s.MinVRAM.String(), recipe.Size(have).String())
+		}
+	}
+	cur, maxl := g.LinkCurrent, g.LinkMax
+	if s.PCIeWidth > 0 {
+		switch {
+		case cur.Width == 0:
+			fs.add(Info, part, "PCIe link width not reported", fmt.Sprintf("x%d", s.PCIeWidth), "unknown")
+		case cur.Width < s.PCIeWidth:
+			fs.add(Critical, part, fmt.Sprintf("PCIe link trained at x%d instead of x%d", cur.Width, s.PCIeWidth),
+				fmt.Sprintf("x%d", s.PCIeWidth), fmt.Sprintf("x%d", cur.Width))
+		}
+	} else if cur.Width > 0 && maxl.Width > cur.Width {
+		fs.add(Warning, part, fmt.Sprintf("PCIe link trained at x%d below its maximum x%d", cur.Width, maxl.Width),
+			fmt.Sprintf("x%d", maxl.Width), fmt.Sprintf("x%d", cur.Width))
+	}
+	if s.PCIeGen > 0 {
+		switch {
+		case cur.Gen == 0:
+			fs.add(Info, part, "PCIe generation not reported", fmt.Sprintf("Gen%d", s.PCIeGen), "unknown")
+		case cur.Gen < s.PCIeGen:
+			fs.add(Critical, part, fmt.Sprintf("PCIe link at Gen%d instead of Gen%d", cur.Gen, s.PCIeGen),
+				fmt.Sprintf("Gen%d", s.PCIeGen), fmt.Sprintf("Gen%d", cur.Gen))
+		}
+	} else if cur.Gen > 0 && maxl.Gen > cur.Gen {
+		fs.add(Warning, part, fmt.Sprintf("PCIe link at Gen%d below its maximum Gen%d", cur.Gen, maxl.Gen),
+			fmt.Sprintf("Gen%d", maxl.Gen), fmt.Sprintf("Gen%d", cur.Gen))
+	}
+	if g.Health != "" && g.Health != "OK" {
+		fs.add(Warning, part, "GPU health is not OK", "OK", g.Health)
+	}
+}
+
+func (fs *findings) cpu(cpus []machine.CPU, s recipe.CPUSpec) {
+	if s.Sockets > 0 && len(cpus) != s.Sockets {
+		sev := Critical
+		if len(cpus) > s.Sockets {
+			sev = Warning
+		}
+		fs.add(sev, "cpu", "CPU socket count differs", fmt.Sprintf("%d", s.Sockets), fmt.Sprintf("%d", len(cpus)))
+	}
+	var re *regexp.Regexp
+	if s.Model != "" {
+		var err error
+		if re, err = regexp.Compile(s.Model); err != nil {
+			fs.add(Warning, "cpu", "the recipe's CPU model is not a valid regular expression: "+err.Error(), s.Model, "")
+			re = nil
+		}
+	}
+	for _, c := range cpus {
+		part := "cpu " + c.Socket
+		if re != nil && !re.MatchString(c.Model) {
+			fs.add(Critical, part, "wrong CPU model", s.Model, c.Model)
+		}
+		switch {
+		case s.MinCores > 0 && c.Cores == 0:
+			fs.add(Info, part, "core count not reported", fmt.Sprintf(">= %d", s.MinCores), "unknown")
+		case s.MinCores > 0 && c.Cores < s.MinCores:
+			fs.add(Critical, part, "fewer cores than the minimum", fmt.Sprintf(">= %d", s.MinCores), fmt.Sprintf("%d", c.Cores))
+		}
+	}
+}
+
+func (fs *findings) memory(dimms []machine.DIMM, s recipe.MemSpec) {
+	var total int64
+	for _, d := range dimms {
+		total += d.SizeMiB << 20
+	}
+	if s.Total > 0 && total < s.Total.Bytes() {
+		fs.add(Critical, "memory", "less memory than the recipe's total", ">= "+s.Total.String(), recipe.Size(total).String())
+	}
+	switch {
+	case s.DIMMs > 0 && len(dimms) < s.DIMMs:
+		fs.add(Critical, "memory", fmt.Sprintf("%d DIMM(s) missing", s.DIMMs-len(dimms)), fmt.Sprintf("%d DIMMs", s.DIMMs), fmt.Sprintf("%d", len(dimms)))
+	case s.DIMMs > 0 && len(dimms) > s.DIMMs:
+		fs.add(Warning, "memory", "more DIMMs than the recipe says", fmt.Sprintf("%d DIMMs", s.DIMMs), fmt.Sprintf("%d", len(dimms)))
+	}
+}
+
+func (fs *findings) nics(nics []machine.NIC, s recipe.NICSpec) {
+	part := "nic"
+	if s.Role != "" {
+		part = "nic " + s.Role
+	}
+	var match []machine.NIC
+	for _, n := range nics {
+		if s.Model == "" || contains(n.Model, s.Model) {
+			match = append(match, n)
+		}
+	}
+	label := strings.TrimSpace(s.Model + " " + s.Speed.String())
+	if s.Speed == 0 {
+		label = s.Model
+	}
+	if s.Count > 0 && len(match) < s.Count {
+		fs.add(Critical, part, fmt.Sprintf("missing NIC port: %d of %d %s found", len(match), s.Count, label),
+			fmt.Sprintf("%d", s.Count), fmt.Sprintf("%d", len(match)))
+	}
+	if s.Speed == 0 {
+		return
+	}
+	for _, n := range match {
+		switch {
+		case n.SpeedMbps == 0:
+			fs.add(Info, part+" "+n.Name, "link speed not reported (link down or unknown)", s.Speed.String(), "unknown")
+		case int64(n.SpeedMbps) < s.Speed.Mbps():
+			fs.add(Warning, part+" "+n.Name, "NIC link slower than the recipe's speed", s.Speed.String(), recipe.Speed(n.SpeedMbps).String())
+		}
+	}
+}
+
+// psuWorking: present and not failed.
+func psuWorking(p machine.PSU) bool {
+	return p.State != "Absent" && p.Health != "Critical" && (p.State == "" || p.State == "Enabled" || p.State == "StandbySpare")
+}
+
+func (fs *findings) psus(psus []machine.PSU, s recipe.PSUSpec) {
+	present := 0
+	for _, p := range psus {
+		if p.State == "Absent" {
+			continue
+		}
+		present++
+		part := "psu " + p.Name
+		switch {
+		case !psuWorking(p):
+			fs.add(Critical, part, "PSU failed", "Enabled, OK", strings.Trim(p.State+", "+p.Health, ", "))
+		case p.Health == "Warning":
+			fs.add(Warning, part, "PSU health is Warning", "OK", p.Health)
+		}
+		if s.RatedWatts > 0 && p.RatedWatts > 0 && p.RatedWatts < s.RatedWatts {
+			fs.add(Warning, part, "PSU rated below the recipe", fmt.Sprintf("%d W", s.RatedWatts), fmt.Sprintf("%d W", p.RatedWatts))
+		}
+	}
+	if s.Count > 0 && present < s.Count {
+		fs.add(Critical, "psu", fmt.Sprintf("%d PSU(s) missing", s.Count-present), fmt.Sprintf("%d", s.Count), fmt.Sprintf("%d", present))
+	}
+}
+
+// firmwareOf finds a component's versions: the named inventory fields first,
+// then firmware entries whose component contains key.
+func (fs *findings) pin(component, want string, have []string) {
+	if want == "" {
+		return
+	}
+	part := "firmware " + component
+	if len(have) == 0 {
+		fs.add(Info, part, "version not reported", want, "unknown")
+		return
+	}
+	for _, h := range dedupe(have) {
+		if strings.TrimSpace(h) != want {
+			fs.add(Warning, part, "firmware not at the pinned version", want, h)
+		}
+	}
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func firmwareEntries(inv machine.Inventory, key string) []string {
+	var out []string
+	for _, f := range inv.Firmware {
+		if contains(f.Component, key) {
+			out = append(out, f.Version)
+		}
+	}
+	return out
+}
+
+func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
+	bios := firmwareEntries(inv, "BIOS")
+	if inv.System.BIOSVersion != "" {
+		bios = []string{inv.System.BIOSVersion}
+	}
+	fs.pin("BIOS", f.BIOS, bios)
+	bmcv := firmwareEntries(inv, "BMC")
+	if inv.System.BMCVersion != "" {
+		bmcv = []string{inv.System.BMCVersion}
+	}
+	fs.pin("BMC", f.BMC, bmcv)
+	var gpu []string
+	for _, g := range inv.GPUs {
+		if g.Firmware != "" {
+			gpu = append(gpu, g.Firmware)
+		}
+	}
+	if len(gpu) == 0 {
+		gpu = firmwareEntries(inv, "GPU")
+	}
+	fs.pin("GPU", f.GPU, gpu)
+	var nic []string
+	for _, n := range inv.NICs {
+		if n.Firmware != "" {
+			nic = append(nic, n.Firmware)
+		}
+	}
+	if len(nic) == 0 {
+		nic = firmwareEntries(inv, "NIC")
+	}
+	fs.pin("NIC", f.NIC, nic)
+	names := make([]string, 0, len(f.Other))
+	for k := range f.Other {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		var have []string
+		for _, e := range inv.Firmware {
+			if e.Component == k {
+				have = append(have, e.Version)
+			}
+		}
+		fs.pin(k, f.Other[k], have)
+	}
+}
+
+// power checks that the working PSUs, less the redundancy reserve and the
+// derating margin, carry the recipe's load (and the load measured now).
+func (fs *findings) power(inv machine.Inventory, p recipe.Power, spec *recipe.PSUSpec) {
+	if p.LoadWatts == 0 {
+		return
+	}
+	var ratings []int
+	for _, s := range inv.PSUs {
+		if psuWorking(s) && s.RatedWatts > 0 {
+			ratings = append(ratings, s.RatedWatts)
+		}
+	}
+	redundancy := ""
+	if spec != nil {
+		redundancy = spec.Redundancy
+	}
+	usable := usableWatts(ratings, redundancy)
+	if usable == 0 {
+		usable = inv.Power.CapacityWatts
+	}
+	if usable == 0 {
+		fs.add(Info, "power", "PSU capacity not reported; cannot check the load", fmt.Sprintf(">= %d W", p.LoadWatts), "unknown")
+		return
+	}
+	derated := usable * (100 - p.DeratingPct) / 100
+	if p.LoadWatts > derated {
+		fs.add(Critical, "power", fmt.Sprintf("power capacity %d W (after %s reserve and %d%% derating) is below the expected load",
+			derated, orDefault(redundancy, "no"), p.DeratingPct), fmt.Sprintf(">= %d W", p.LoadWatts), fmt.Sprintf("%d W", derated))
+	}
+	if inv.Power.Watts > derated {
+		fs.add(Warning, "power", "measured draw exceeds the derated PSU capacity", fmt.Sprintf("<= %d W", derated), fmt.Sprintf("%d W", inv.Power.Watts))
+	}
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// usableWatts is what ratings deliver with the redundancy reserve kept free:
+// N+1 loses the largest PSU, N+N half of them.
+func usableWatts(ratings []int, redundancy string) int {
+	sort.Sort(sort.Reverse(sort.IntSlice(ratings)))
+	total := 0
+	for _, r := range ratings {
+		total += r
+	}
+	switch strings.ToUpper(strings.ReplaceAll(redundancy, " ", "")) {
+	case "N+1":
+		if len(ratings) > 0 {
+			total -= ratings[0]
+		}
+	case "N+N", "2N":
+		half := 0
+		for _, r := range ratings[(len(ratings)+1)/2:] {
+			half += r
+		}
+		total = half
+	}
+	return total
+}

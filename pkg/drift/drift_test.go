@@ -1,0 +1,224 @@
+package drift
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+func h100(slot string, width int) machine.GPU {
+	return machine.GPU{Slot: slot, Vendor: "NVIDIA", Model: "NVIDIA H100 80GB HBM3", VRAMMiB: 81559,
+		LinkCurrent: machine.PCIeLink{Gen: 5, Width: width}, LinkMax: machine.PCIeLink{Gen: 5, Width: 16},
+		Firmware: "96.00.74.00.01", Health: "OK"}
+}
+
+func gpus(n int) []machine.GPU {
+	var out []machine.GPU
+	for i := range n {
+		out = append(out, h100(string(rune('0'+i)), 16))
+	}
+	return out
+}
+
+func size(s string) recipe.Size {
+	v, err := recipe.ParseSize(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func speed(s string) recipe.Speed {
+	v, err := recipe.ParseSpeed(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func dimms(n int, mib int64) []machine.DIMM {
+	var out []machine.DIMM
+	for range n {
+		out = append(out, machine.DIMM{SizeMiB: mib})
+	}
+	return out
+}
+
+func psu(name string, watts int, state, health string) machine.PSU {
+	return machine.PSU{Name: name, RatedWatts: watts, State: state, Health: health}
+}
+
+// base is a machine that matches rec exactly.
+func base() machine.Inventory {
+	return machine.Inventory{
+		System: machine.System{BIOSVersion: "2.4b", BMCVersion: "1.9"},
+		CPUs: []machine.CPU{{Socket: "CPU0", Model: "Intel Xeon Platinum 8480+", Cores: 56},
+			{Socket: "CPU1", Model: "Intel Xeon Platinum 8480+", Cores: 56}},
+		DIMMs: dimms(32, 65536),
+		GPUs:  gpus(8),
+		NICs: []machine.NIC{{Name: "p0", Model: "ConnectX-7", SpeedMbps: 400000, Firmware: "28.39.1002"},
+			{Name: "p1", Model: "ConnectX-7", SpeedMbps: 400000, Firmware: "28.39.1002"}},
+		PSUs:  []machine.PSU{psu("PSU1", 3000, "Enabled", "OK"), psu("PSU2", 3000, "Enabled", "OK"), psu("PSU3", 3000, "Enabled", "OK"), psu("PSU4", 3000, "Enabled", "OK")},
+		Power: machine.Power{Watts: 2100},
+	}
+}
+
+func rec() *recipe.Recipe {
+	return &recipe.Recipe{
+		Hardware: recipe.Hardware{
+			GPUs:   []recipe.GPUSpec{{Vendor: "nvidia", Model: "H100", Count: 8, MinVRAM: size("80GiB"), PCIeGen: 5, PCIeWidth: 16}},
+			CPU:    &recipe.CPUSpec{Model: "Xeon Platinum 84", Sockets: 2, MinCores: 48},
+			Memory: &recipe.MemSpec{Total: size("2TiB"), DIMMs: 32},
+			NICs:   []recipe.NICSpec{{Model: "ConnectX-7", Speed: speed("400Gbps"), Count: 2, Role: "workload"}},
+			PSUs:   &recipe.PSUSpec{Count: 4, RatedWatts: 3000, Redundancy: "N+1"},
+		},
+		Firmware: recipe.Firmware{BIOS: "2.4b", BMC: "1.9", GPU: "96.00.74.00.01", NIC: "28.39.1002"},
+		Power:    recipe.Power{LoadWatts: 7000, DeratingPct: 10},
+	}
+}
+
+func TestCheck(t *testing.T) {
+	cases := map[string]struct {
+		mutate func(*machine.Inventory, *recipe.Recipe)
+		want   []Finding
+	}{
+		"matches": {mutate: func(*machine.Inventory, *recipe.Recipe) {}},
+		"missing GPU": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs = i.GPUs[:7] },
+			want:   []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7"}},
+		},
+		"wrong model": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[3].Model = "NVIDIA A100-SXM4-80GB" },
+			want: []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7"},
+				{Critical, "gpu", "wrong GPU model: GPUs the recipe does not list", "H100", "NVIDIA NVIDIA A100-SXM4-80GB"}},
+		},
+		"PCIe x16 to x8": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[2].LinkCurrent.Width = 8 },
+			want:   []Finding{{Critical, "gpu 2", "PCIe link trained at x8 instead of x16", "x16", "x8"}},
+		},
+		"PCIe gen drop": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[1].LinkCurrent.Gen = 4 },
+			want:   []Finding{{Critical, "gpu 1", "PCIe link at Gen4 instead of Gen5", "Gen5", "Gen4"}},
+		},
+		"downtrained without a pinned width": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Hardware.GPUs[0].PCIeWidth = 0
+				i.GPUs[0].LinkCurrent.Width = 8
+			},
+			want: []Finding{{Warning, "gpu 0", "PCIe link trained at x8 below its maximum x16", "x16", "x8"}},
+		},
+		"VRAM below min": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].VRAMMiB = 40960 },
+			want:   []Finding{{Critical, "gpu 4", "VRAM below the minimum", ">= 80GiB", "40GiB"}},
+		},
+		"CPU sockets, cores and model": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
+				i.CPUs = i.CPUs[:1]
+				i.CPUs[0].Cores = 32
+				i.CPUs[0].Model = "AMD EPYC 9654"
+			},
+			want: []Finding{{Critical, "cpu", "CPU socket count differs", "2", "1"},
+				{Critical, "cpu CPU0", "wrong CPU model", "Xeon Platinum 84", "AMD EPYC 9654"},
+				{Critical, "cpu CPU0", "fewer cores than the minimum", ">= 48", "32"}},
+		},
+		"DIMM missing": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.DIMMs = i.DIMMs[:31] },
+			want: []Finding{{Critical, "memory", "less memory than the recipe's total", ">= 2TiB", "1984GiB"},
+				{Critical, "memory", "1 DIMM(s) missing", "32 DIMMs", "31"}},
+		},
+		"NIC slow and missing": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
+				i.NICs = i.NICs[:1]
+				i.NICs[0].SpeedMbps = 200000
+			},
+			want: []Finding{{Critical, "nic workload", "missing NIC port: 1 of 2 ConnectX-7 400Gbps found", "2", "1"},
+				{Warning, "nic workload p0", "NIC link slower than the recipe's speed", "400Gbps", "200Gbps"}},
+		},
+		"PSU failed and absent": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
+				i.PSUs[1].Health = "Critical"
+				i.PSUs[3].State = "Absent"
+			},
+			want: []Finding{{Critical, "power", "power capacity 2700 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "2700 W"},
+				{Critical, "psu", "1 PSU(s) missing", "4", "3"},
+				{Critical, "psu PSU2", "PSU failed", "Enabled, OK", "Enabled, Critical"}},
+		},
+		"PSU rated low": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.PSUs[0].RatedWatts = 2000 },
+			want: []Finding{{Critical, "power", "power capacity 7200 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "7200 W"},
+				{Warning, "psu PSU1", "PSU rated below the recipe", "3000 W", "2000 W"}}[1:],
+		},
+		"load above derated capacity": {
+			mutate: func(_ *machine.Inventory, r *recipe.Recipe) { r.Power.DeratingPct = 30 },
+			want:   []Finding{{Critical, "power", "power capacity 6300 W (after N+1 reserve and 30% derating) is below the expected load", ">= 7000 W", "6300 W"}},
+		},
+		"firmware drift": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
+				i.System.BIOSVersion = "2.3"
+				i.GPUs[5].Firmware = "96.00.61.00.01"
+				i.NICs[1].Firmware = ""
+			},
+			want: []Finding{{Warning, "firmware BIOS", "firmware not at the pinned version", "2.4b", "2.3"},
+				{Warning, "firmware GPU", "firmware not at the pinned version", "96.00.74.00.01", "96.00.61.00.01"}},
+		},
+		"BMC version unknown": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
+			want:   []Finding{{Info, "firmware BMC", "version not reported", "1.9", "unknown"}},
+		},
+		"other firmware from the firmware inventory": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.Other = map[string]string{"CPLD": "1.2"}
+				i.Firmware = []machine.Firmware{{Component: "CPLD", Version: "1.1"}}
+			},
+			want: []Finding{{Warning, "firmware CPLD", "firmware not at the pinned version", "1.2", "1.1"}},
+		},
+		"problems become info": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
+				i.Problems = []machine.Problem{{Part: "Chassis/1/Power", Detail: "bad response"}}
+			},
+			want: []Finding{{Info, "Chassis/1/Power", "the BMC did not answer this part; facts from it are missing", "", "bad response"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			inv, r := base(), rec()
+			tc.mutate(&inv, r)
+			got := Check(inv, r)
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("findings (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestUsableWatts(t *testing.T) {
+	cases := []struct {
+		ratings    []int
+		redundancy string
+		want       int
+	}{
+		{[]int{3000, 3000}, "", 6000},
+		{[]int{3000, 3000, 3000}, "N+1", 6000},
+		{[]int{3000, 2000, 3000, 3000}, "N+N", 5000},
+		{[]int{1100, 1100}, "2N", 1100},
+		{nil, "N+1", 0},
+	}
+	for _, c := range cases {
+		if got := usableWatts(append([]int(nil), c.ratings...), c.redundancy); got != c.want {
+			t.Errorf("usableWatts(%v, %q) = %d, want %d", c.ratings, c.redundancy, got, c.want)
+		}
+	}
+}
+
+func TestSummaryAndWorst(t *testing.T) {
+	fs := []Finding{{Severity: Warning}, {Severity: Critical}, {Severity: Info}, {Severity: Warning}}
+	if got := Summary(fs); got != "1 critical, 2 warning, 1 info" {
+		t.Errorf("Summary = %q", got)
+	}
+	if Worst(fs) != Critical || Worst(nil) != "" {
+		t.Errorf("Worst = %q", Worst(fs))
+	}
+}
