@@ -144,7 +144,7 @@ type Store interface {
 
 	// Inventory snapshots, newest kept up to the store's history limit.
 	PutInventory(ctx context.Context, machineID string, inv machine.Inventory) (uint64, error)
-	Inventories(ctx context.Context, machineID string) ([]Snapshot, error) // oldest first
+	Inventories(ctx context.Context, machineID string) ([]Snapshot, error)          // oldest first
 	Inventory(ctx context.Context, machineID string, seq uint64) (*Snapshot, error) // seq 0: the latest
 
 	// Events: append-only per machine. Seq is assigned by the store.
