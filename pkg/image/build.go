@@ -246,3 +246,52 @@ func orDefault(s, def string) string {
 	}
 	return s
 }
+
+// BuildCached builds s into o.Cache/images/NAME-<digest of its inputs>
+// unless a finished build of the same inputs is there, and returns it. The
+// e2e tests share one lab image this way. o.Out is ignored.
+func BuildCached(ctx context.Context, s *Spec, o Options) (*Result, error) {
+	key, err := InputsKey(ctx, s, o)
+	if err != nil {
+		return nil, err
+	}
+	o.Out = filepath.Join(o.Cache, "images", s.Name+"-"+key[:16])
+	if b, err := os.ReadFile(filepath.Join(o.Out, s.Name+".json")); err == nil {
+		var res Result
+		if json.Unmarshal(b, &res) == nil {
+			if sum, _, err := hashFile(res.Zst); err == nil && sum == res.ZstSHA256 {
+				return &res, nil
+			}
+		}
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	return Build(ctx, s, o)
+}
+
+// InputsKey digests everything a build reads: the definition, its files
+// (host files included) and, for pieces images, the kernel package.
+func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
+	h := sha256.New()
+	def, err := os.ReadFile(filepath.Join(s.Dir, FileName))
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "ingot-image-v1\n%x\n", sha256.Sum256(def))
+	for _, f := range s.Files {
+		b, err := f.Read(s.Dir)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %x\n", f.Path, sha256.Sum256(b))
+	}
+	if s.Base.Kind == "pieces" {
+		k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "kernel %s %s\n", k.DebSHA256, k.Version)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

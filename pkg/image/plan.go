@@ -65,7 +65,7 @@ func MakePlan(s *Spec, o Options) (*Plan, error) {
 			return nil, err
 		}
 		p.Mirrors, p.Pins = usedMirrors(s, mirrors), pins
-		p.Commands = append(p.Commands, Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin)"}, Command{Argv: argv})
+		p.Commands = append(p.Commands, Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin), " + filepath.Join(work, "fstab") + " (root and ESP by PARTUUID), the image's files and first-boot units"}, Command{Argv: argv})
 		p.Commands = append(p.Commands, Command{Note: "UKI: objcopy systemd's EFI stub + " + root + "/boot/vmlinuz-* + initrd.img-*, cmdline " + debianCmdline(s, ids)})
 	case "pieces":
 		p.Commands = append(p.Commands,
@@ -114,6 +114,7 @@ func usedMirrors(s *Spec, m map[string]string) map[string]string {
 // mmdebstrapArgv returns the mmdebstrap command that builds root with every
 // package at its pinned version, and the pins as "name=version".
 func mmdebstrapArgv(s *Spec, mirrors map[string]string, root, pinFile string) ([]string, []string, error) {
+	work := filepath.Dir(pinFile)
 	comps := s.Base.Components
 	if len(comps) == 0 {
 		comps = []string{"main"}
@@ -136,7 +137,14 @@ func mmdebstrapArgv(s *Spec, mirrors map[string]string, root, pinFile string) ([
 		argv = append(argv, "--customize-hook=upload "+filepath.Join(filepath.Dir(pinFile), u.Name)+" /etc/systemd/system/"+u.Name,
 			"--customize-hook=chroot \"$1\" systemctl enable "+u.Name)
 	}
-	argv = append(argv, s.Base.Release, root)
+	argv = append(argv,
+		// Host keys are made per machine at first boot (cloud-init); logs and
+		// caches that record build times would break reproducibility.
+		`--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub "$1"/var/log/dpkg.log "$1"/var/log/alternatives.log "$1"/var/log/apt/history.log "$1"/var/log/apt/term.log "$1"/var/cache/ldconfig/aux-cache`,
+		`--customize-hook=printf '' > "$1/etc/machine-id"`,
+		`--customize-hook=mkdir -p "$1/boot/efi"`,
+		"--customize-hook=upload "+filepath.Join(work, "fstab")+" /etc/fstab",
+		s.Base.Release, root)
 	for _, su := range suites(s) {
 		m, ok := mirrors[su]
 		if !ok {
@@ -145,6 +153,11 @@ func mmdebstrapArgv(s *Spec, mirrors map[string]string, root, pinFile string) ([
 		argv = append(argv, fmt.Sprintf("deb %s %s %s", m, su, strings.Join(comps, " ")))
 	}
 	return argv, pins, nil
+}
+
+// fstab mounts the image's own partitions by PARTUUID.
+func fstab(ids IDs) []byte {
+	return []byte(fmt.Sprintf("PARTUUID=%s / ext4 errors=remount-ro 0 1\nPARTUUID=%s /boot/efi vfat umask=0077 0 2\n", ids.Root, ids.ESP))
 }
 
 // pinPreferences renders apt preferences pinning each package.
@@ -254,6 +267,9 @@ func buildDebian(ctx context.Context, r runner, s *Spec, o Options, ids IDs, wor
 		if err := os.WriteFile(filepath.Join(work, u.Name), []byte(u.Content), 0o644); err != nil {
 			return nil, err
 		}
+	}
+	if err := os.WriteFile(filepath.Join(work, "fstab"), fstab(ids), 0o644); err != nil {
+		return nil, err
 	}
 	argv, _, err := mmdebstrapArgv(s, mirrors, root, pinFile)
 	if err != nil {
