@@ -19,7 +19,7 @@ Commands:
                       check recipe files and folders (default: recipes/)
   diff [--db PATH] [-o table|json] OLD NEW
                       semantic diff of two files, folders or git revisions
-  show [--dir DIR] NAME
+  show [--recipes-dir DIR] NAME
                       print a recipe with its base merged in, as JSON
   schema              print the JSON Schema of a recipe file
 `
@@ -51,7 +51,7 @@ func runRecipeLint(_ context.Context, e *env, args []string) error {
 	fs := e.flagSet("recipe lint", "recipe lint [--format text|json|github] [--images DIR] [PATHS...]")
 	format := fs.String("format", "text", "output: text (file:line:col: severity: field: message), json, or github (workflow commands that annotate pull requests)")
 	images := fs.String("images", "images", "images folder: os.image.name must be a folder in it holding image.yaml (empty: skip the check)")
-	if err := e.parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil || helpAsked(args) {
 		return err
 	}
 	if *format != "text" && *format != "json" && *format != "github" {
@@ -158,9 +158,9 @@ func ghProperty(s string) string {
 }
 
 func runRecipeShow(_ context.Context, e *env, args []string) error {
-	fs := e.flagSet("recipe show", "recipe show [--dir DIR] NAME")
-	dir := fs.String("dir", "recipes", "folder of recipe files")
-	if err := e.parse(fs, args); err != nil {
+	fs := e.flagSet("recipe show", "recipe show [--recipes-dir DIR] NAME")
+	dir := fs.String("recipes-dir", "recipes", "folder of recipe files")
+	if err := e.parse(fs, args); err != nil || helpAsked(args) {
 		return err
 	}
 	if fs.NArg() != 1 {
@@ -182,7 +182,7 @@ func runRecipeShow(_ context.Context, e *env, args []string) error {
 
 func runRecipeSchema(_ context.Context, e *env, args []string) error {
 	fs := e.flagSet("recipe schema", "recipe schema")
-	if err := e.parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil || helpAsked(args) {
 		return err
 	}
 	b, err := recipe.SchemaJSON()
@@ -191,4 +191,18 @@ func runRecipeSchema(_ context.Context, e *env, args []string) error {
 	}
 	_, err = e.stdout.Write(b)
 	return err
+}
+
+// helpAsked reports whether args ask for a subcommand's help, which the
+// flag package has already printed.
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }

@@ -37,7 +37,7 @@ func runRecipeDiff(ctx context.Context, e *env, args []string) error {
 	db := fs.String("db", "", "ingot database: list the enrolled machines that use each changed recipe")
 	out := fs.String("o", "table", "output: table or json")
 	dir := fs.String("recipes-dir", "recipes", "recipe folder inside the repository, for git revisions")
-	if err := e.parse(fs, args); err != nil {
+	if err := e.parse(fs, args); err != nil || helpAsked(args) {
 		return err
 	}
 	if fs.NArg() != 2 || (*out != "table" && *out != "json") {
