@@ -152,7 +152,8 @@ func (b *BMC) linkAccount(user string) {
 
 // patchAccount changes an account: Password (the new one works at once and
 // the old one stops working; open sessions stay open, as on most BMCs),
-// UserName, Enabled, RoleId, Locked.
+// UserName, Enabled, RoleId, Locked and the other writable ManagerAccount
+// properties.
 func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 	for k, v := range body {
 		switch k {
@@ -160,10 +161,13 @@ func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 			if _, ok := v.(string); !ok {
 				return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(v), k))
 			}
-		case "Enabled", "Locked":
+		case "Enabled", "Locked", "PasswordChangeRequired":
 			if _, ok := v.(bool); !ok {
 				return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(v), k))
 			}
+		case "AccountExpiration", "AccountTypes", "EmailAddress", "OEMAccountTypes", "PasswordExpiration",
+			"PhoneNumber", "StrictAccountTypes", "OneTimePasscodeDeliveryAddress":
+			// Writable in ManagerAccount; stored as given.
 		default:
 			if strings.HasPrefix(k, "@") {
 				continue
@@ -185,8 +189,8 @@ func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 	if np, ok := body["Password"].(string); ok {
 		b.creds[old] = np
 	}
-	for _, k := range []string{"RoleId", "Enabled", "Locked"} {
-		if v, ok := body[k]; ok {
+	for k, v := range body {
+		if k != "Password" && k != "UserName" && !strings.HasPrefix(k, "@") {
 			doc[k] = v
 		}
 	}

@@ -92,7 +92,9 @@ func (b *BMC) patchMedia(p string, body map[string]any) (int, *message) {
 		if _, set := body["Inserted"]; !set {
 			d["Inserted"] = true
 		}
-	} else if _, ok := body["Image"]; ok {
+	} else if _, ok := body["Image"]; ok || body["Inserted"] == false {
+		// Image null, or Inserted false alone (gofish's eject fallback): eject.
+		d["Image"] = nil
 		d["ImageName"] = nil
 		d["Inserted"] = false
 		d["ConnectedVia"] = "NotConnected"

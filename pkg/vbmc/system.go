@@ -202,7 +202,7 @@ var systemProps = []string{"AssetTag", "IndicatorLED", "LocationIndicatorActive"
 func (b *BMC) patchSystem(p string, body map[string]any) (int, *message) {
 	doc, _ := b.peek(p)
 	for k := range body {
-		if k != "Boot" && !slices.Contains(systemProps, k) && !strings.HasPrefix(k, "@") {
+		if k != "Boot" && !slices.Contains(systemProps, k) && !strings.Contains(k, "@") {
 			return http.StatusBadRequest, ptr(msgPropertyNotWritable(k))
 		}
 	}
@@ -218,7 +218,7 @@ func (b *BMC) patchSystem(p string, body map[string]any) (int, *message) {
 	}
 	d, _ := b.mutable(p)
 	for k, v := range body {
-		if strings.HasPrefix(k, "@") {
+		if strings.Contains(k, "@") {
 			continue
 		}
 		if k != "Boot" {
@@ -231,20 +231,25 @@ func (b *BMC) patchSystem(p string, body map[string]any) (int, *message) {
 			d["Boot"] = cur
 		}
 		for bk, bv := range v.(map[string]any) {
-			cur[bk] = bv
+			if !strings.Contains(bk, "@") {
+				cur[bk] = bv
+			}
 		}
 	}
 	b.touch(p)
 	return 0, nil
 }
 
-// checkBoot validates a Boot PATCH against the current Boot object: each
-// property must be one this System has (Cray blades have no override at
-// all) and each value must be allowed.
+// checkBoot validates a Boot PATCH against the current Boot object. The
+// override properties must be ones this System has (Cray blades have no
+// override at all) and their values must be allowed. Other properties the
+// System already has are accepted as they are (a client may send back the
+// whole Boot object it read); annotations ("X@Redfish.AllowableValues") are
+// ignored.
 func checkBoot(cur, want map[string]any) *message {
 	allowedTargets := stringList(cur["BootSourceOverrideTarget@Redfish.AllowableValues"])
 	for k, v := range want {
-		if strings.HasPrefix(k, "@") {
+		if strings.Contains(k, "@") {
 			continue
 		}
 		std, known := bootProps[k]
@@ -253,10 +258,12 @@ func checkBoot(cur, want map[string]any) *message {
 		if k == "HttpBootUri" && slices.Contains(allowedTargets, "UefiHttp") {
 			has = true
 		}
-		if !known || !has && !hasAllowed {
+		switch {
+		case !has && !hasAllowed:
 			return ptr(msgPropertyUnknown("Boot/" + k))
-		}
-		if k == "BootOrder" {
+		case !known:
+			continue
+		case k == "BootOrder":
 			if stringList(v) == nil {
 				return ptr(msgTypeError(fmt.Sprint(v), "Boot/"+k))
 			}
