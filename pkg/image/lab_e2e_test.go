@@ -1,0 +1,142 @@
+//go:build e2e
+
+package image
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/initramfs"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+)
+
+// TestE2ELabImageBoots boots the lab image from its disk under SeaBIOS
+// (syslinux) and OVMF (the UKI), each in QEMU (TCG) with user-mode
+// networking inside a fresh network namespace, and checks the console
+// marker and the first-boot report: the VM gets an address from QEMU's DHCP
+// server (10.0.2.2), which the image takes as the ingot server, and QEMU
+// forwards 10.0.2.2:8080 to 127.0.0.1:8080 of the namespace, where this
+// test listens. The image is built once into the shared cache
+// (BuildCached: INGOT_CACHE/images/lab-<inputs digest>).
+func TestE2ELabImageBoots(t *testing.T) {
+	netnstest.Need(t, "qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.ext4", "sfdisk", "objcopy", "syslinux")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	s, err := Load(filepath.Join(repoRoot(t), "images", "lab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := BuildCached(ctx, s, Options{Cache: initramfs.CacheDir(os.Getenv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lab image %s (raw.zst sha256 %s)", res.Raw, res.ZstSHA256)
+	for _, fw := range []string{"bios", "uefi"} {
+		t.Run(fw, func(t *testing.T) { bootLab(ctx, t, res.Raw, fw) })
+	}
+}
+
+func bootLab(ctx context.Context, t *testing.T, raw, fw string) {
+	ns := netnstest.New(t, "ingot-labimg")
+	reports := make(chan string, 4)
+	var ln net.Listener
+	if err := ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp", "127.0.0.1:8080")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		reports <- r.Method + " " + r.URL.String() + " " + string(b)
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	dir := t.TempDir()
+	console := filepath.Join(dir, "console.log")
+	mac := "52:54:00:12:34:" + map[string]string{"bios": "01", "uefi": "02"}[fw]
+	args := []string{"-accel", "tcg", "-smp", "1", "-m", "512", "-nographic", "-monitor", "none", "-no-reboot",
+		"-serial", "file:" + console,
+		"-drive", "file=" + raw + ",format=raw,if=virtio,snapshot=on",
+		"-nic", "user,model=e1000,mac=" + mac}
+	if fw == "uefi" {
+		vars := filepath.Join(dir, "vars.fd")
+		b, err := os.ReadFile("/usr/share/OVMF/OVMF_VARS_4M.fd")
+		if err != nil {
+			t.Skipf("OVMF not installed: %v", err)
+		}
+		os.WriteFile(vars, b, 0o644)
+		args = append(args, "-drive", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
+			"-drive", "if=pflash,format=raw,file="+vars)
+	}
+	cmd := ns.Command(ctx, "qemu-system-x86_64", args...)
+	var qerr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &qerr, &qerr
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-done
+	}()
+
+	var once sync.Once
+	dump := func() {
+		once.Do(func() {
+			b, _ := os.ReadFile(console)
+			t.Logf("console (%s):\n%s\nqemu: %s", fw, tail(b, 3000), qerr.String())
+		})
+	}
+	deadline := time.After(5 * time.Minute)
+	var report string
+	for marker := false; !marker || report == ""; {
+		select {
+		case r := <-reports:
+			report = r
+		case err := <-done:
+			done <- err
+			dump()
+			t.Fatalf("%s: QEMU exited before the report: %v", fw, err)
+		case <-deadline:
+			dump()
+			t.Fatalf("%s: no first-boot marker and report within 5 minutes (marker seen: %v, report: %q)", fw, marker, report)
+		case <-time.After(time.Second):
+		}
+		b, _ := os.ReadFile(console)
+		marker = bytes.Contains(b, []byte("ingot-lab-image: first boot"))
+	}
+	want := fmt.Sprintf("POST /api/v1/agent/firstboot?mac=%s ", mac)
+	if !strings.HasPrefix(report, want) {
+		t.Errorf("%s: report %q, want %q...", fw, report, want)
+	}
+	var sw struct {
+		Kernel    string `json:"kernel"`
+		OSRelease string `json:"os_release"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(report, want)), &sw); err != nil || !strings.HasSuffix(sw.Kernel, "-amd64") || sw.OSRelease != "ingot lab image 1" {
+		t.Errorf("%s: report body %q (%v): want kernel *-amd64 and os_release \"ingot lab image 1\"", fw, report, err)
+	}
+	t.Logf("%s: %s", fw, report)
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
