@@ -98,8 +98,8 @@ func lintPaths(paths []string, opts recipe.Options) ([]recipe.Diagnostic, int) {
 			dirs = append(dirs, filepath.Dir(p))
 		}
 	}
-	context, _ := recipe.ReadPaths(append(append([]string{}, paths...), dirs...)...)
-	_, more := opts.Build(context)
+	all, _ := recipe.ReadPaths(append(append([]string{}, paths...), dirs...)...)
+	_, more := opts.Build(all)
 	for _, d := range more {
 		if wanted[d.File] {
 			diags = append(diags, d)

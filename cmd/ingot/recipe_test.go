@@ -77,6 +77,11 @@ func TestRecipeLintShipped(t *testing.T) {
 	if out != "" || errOut != "" {
 		t.Errorf("lint of recipes/ printed %q %q", out, errOut)
 	}
+	out, _, err = runIngot(t, "recipe", "lint", "--images", "testdata/recipes/images", "--format", "json")
+	wantExit(t, err, 0)
+	if out != "[]\n" {
+		t.Errorf("clean lint as JSON = %q, want []", out)
+	}
 	// A file given alone is linted with the recipes beside it (its base).
 	_, _, err = runIngot(t, "recipe", "lint", "--images", "testdata/recipes/images", "recipes/gpu-train-h100x8.yaml")
 	wantExit(t, err, 0)
@@ -251,5 +256,14 @@ func TestRecipeSchemaAndShow(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %s", want)
 		}
+	}
+}
+
+func TestGitHubEscaping(t *testing.T) {
+	if got := ghData("50% of a\nb: c, d"); got != "50%25 of a%0Ab: c, d" {
+		t.Errorf("ghData = %q", got)
+	}
+	if got := ghProperty("HEAD~1:recipes/a,b.yaml"); got != "HEAD~1%3Arecipes/a%2Cb.yaml" {
+		t.Errorf("ghProperty = %q", got)
 	}
 }
