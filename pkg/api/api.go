@@ -111,6 +111,7 @@ type Task struct {
 
 // Image is the golden image to write.
 type Image struct {
+	// URL is absolute, or a path (/images/...) on the agent's server.
 	URL string `json:"url"`
 	// SHA256 is 64 lowercase hex digits of the stream as served (for
 	// raw.zst: of the compressed bytes).
@@ -181,8 +182,9 @@ func (t *Task) Validate() error {
 	if t.Image.URL == "" {
 		return fmt.Errorf("task: image.url is empty (required in provision mode)")
 	}
-	if !strings.HasPrefix(t.Image.URL, "http://") && !strings.HasPrefix(t.Image.URL, "https://") {
-		return fmt.Errorf("task: image.url %q: expected an http:// or https:// URL", t.Image.URL)
+	if !strings.HasPrefix(t.Image.URL, "http://") && !strings.HasPrefix(t.Image.URL, "https://") &&
+		!(strings.HasPrefix(t.Image.URL, "/") && !strings.HasPrefix(t.Image.URL, "//")) {
+		return fmt.Errorf("task: image.url %q: expected an http:// or https:// URL, or a path on the server (/images/...)", t.Image.URL)
 	}
 	if !hex64.MatchString(t.Image.SHA256) {
 		return fmt.Errorf("task: image.sha256 %q: expected 64 lowercase hex digits", t.Image.SHA256)

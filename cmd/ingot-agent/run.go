@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/agent"
+	"github.com/ingot-dev/ingot/pkg/agent/blockdev"
+	"github.com/ingot-dev/ingot/pkg/agent/imagewrite"
+	"github.com/ingot-dev/ingot/pkg/agent/inventory"
+	"github.com/ingot-dev/ingot/pkg/agent/netup"
+	"github.com/ingot-dev/ingot/pkg/agent/pid1"
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// run is the whole agent. As PID 1 it does not return.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	isInit := os.Getpid() == 1
+	if isInit {
+		// Before anything else: without /proc, /sys and /dev nothing works.
+		mountErr := pid1.MountAll()
+		pid1.EnsureConsole()
+		if mountErr != nil {
+			fmt.Fprintf(stdout, "ingot-agent: mounting: %v\n", mountErr)
+		}
+	}
+	o, err := parseFlags(args, stderr, isInit)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return fatal(o, agent.Config{}, stdout, err)
+	}
+	con := agent.NewConsole(stdout)
+	level := slog.LevelInfo
+	cfg, cerr := readConfig(o)
+	if o.debug || cfg.Debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(con, &slog.HandlerOptions{Level: level}))
+	if cerr != nil {
+		return fatal(o, cfg, stdout, cerr)
+	}
+	for _, k := range cfg.Unknown {
+		log.Warn("unknown kernel command line key ignored", "key", k)
+	}
+	if isInit {
+		con.Mark("version %s as PID 1", version)
+		if err := pid1.LoadModules(o.modules, log); err != nil {
+			log.Warn("some modules did not load", "err", err)
+		}
+	}
+	if o.net {
+		l, err := netup.Up(ctx, netup.Config{Iface: cfg.Iface, ResolvConf: resolvConf(isInit), Logger: log})
+		if err != nil {
+			return fatal(o, cfg, con, fmt.Errorf("network: %w", err))
+		}
+		con.Mark("network up iface=%s mac=%s addr=%s router=%v", l.Iface, l.MAC, l.Addr.String(), l.Router)
+	}
+	a := newAgent(o, cfg, con, log)
+	out, err := a.Run(ctx)
+	if err != nil {
+		return fatal(o, cfg, con, err)
+	}
+	return handoff(o, con, log, out)
+}
+
+func readConfig(o options) (agent.Config, error) {
+	var line []byte
+	if o.cmdline != "" {
+		b, err := os.ReadFile(o.cmdline)
+		if err != nil && (o.server == "" || o.token == "") {
+			return agent.Config{}, fmt.Errorf("reading the kernel command line: %w", err)
+		}
+		line = b
+	}
+	cfg, err := agent.ParseCmdline(string(line))
+	if err != nil {
+		return cfg, err
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Server, o.server)
+	set(&cfg.Token, o.token)
+	set(&cfg.Machine, o.machine)
+	set(&cfg.Disk, o.disk)
+	set(&cfg.Iface, o.iface)
+	if o.onError != "" {
+		cfg.OnError = agent.OnError(o.onError)
+	}
+	return cfg, cfg.Validate()
+}
+
+func resolvConf(isInit bool) string {
+	if isInit {
+		return "/etc/resolv.conf"
+	}
+	return ""
+}
+
+func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger) *agent.Agent {
+	client := api.NewAgentClient(cfg.Server, cfg.Token, log)
+	sysRoot := o.root + "/sys"
+	return &agent.Agent{
+		Config:  cfg,
+		API:     client,
+		Console: con,
+		Logger:  log,
+		Inventory: func(ctx context.Context) machine.Inventory {
+			return inventory.Read(ctx, inventory.Options{Root: o.root})
+		},
+		ListDisks:  func() ([]blockdev.Disk, error) { return blockdev.List(o.root) },
+		OpenTarget: func(p string) (*imagewrite.Target, error) { return imagewrite.OpenTarget(p, sysRoot) },
+		Image:      &http.Client{Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: 60 * time.Second}},
+	}
+}
+
+// handoff leaves the machine as the task says. As PID 1 a failed handoff
+// falls back to reboot; as a process it prints what it would do.
+func handoff(o options, con *agent.Console, log *slog.Logger, out agent.Outcome) int {
+	if o.handoff != "perform" {
+		con.Mark("handoff %s (not performed: --handoff=print)", out.Handoff)
+		return 0
+	}
+	con.Mark("handoff %s", out.Handoff)
+	var err error
+	switch out.Handoff {
+	case api.HandoffPoweroff:
+		err = pid1.Poweroff()
+	case api.HandoffKexec:
+		err = kexec(out, log)
+		con.Mark("kexec failed, rebooting instead: %v", err)
+		err = pid1.Reboot()
+	default:
+		err = pid1.Reboot()
+	}
+	con.Mark("handoff failed: %v", err)
+	return hang(o)
+}
+
+func kexec(out agent.Outcome, log *slog.Logger) error {
+	if out.Disk == "" {
+		return fmt.Errorf("no disk was written")
+	}
+	k, err := pid1.FindInstalledKernel(out.Disk, "/run/ingot/root")
+	if err != nil {
+		return err
+	}
+	cmdline := out.Task.Cmdline
+	if !containsWord(cmdline, "root=") {
+		cmdline = "root=" + k.Root + " ro " + cmdline
+	}
+	log.Info("kexec", "kernel", k.Kernel, "initrd", k.Initrd, "cmdline", cmdline)
+	return pid1.Kexec(k.Kernel, k.Initrd, cmdline)
+}
+
+func containsWord(s, prefix string) bool {
+	for _, w := range splitWords(s) {
+		if len(w) >= len(prefix) && w[:len(prefix)] == prefix {
+			return true
+		}
+	}
+	return false
+}
+
+func splitWords(s string) []string {
+	var out []string
+	start := -1
+	for i, r := range s + " " {
+		if r == ' ' || r == '\t' {
+			if start >= 0 {
+				out = append(out, s[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	return out
+}
+
+// fatal prints the reason; as PID 1 it then does what ingot.onerror says and
+// never returns. (The failure was already posted to the server by the agent
+// when it got that far.)
+func fatal(o options, cfg agent.Config, w io.Writer, err error) int {
+	fmt.Fprintf(w, "ingot-agent: fatal: %v\n", err)
+	if !o.pid1 {
+		return 1
+	}
+	switch cfg.OnError {
+	case agent.OnErrorPoweroff:
+		fmt.Fprintf(w, "ingot-agent: powering off (ingot.onerror=poweroff)\n")
+		pid1.Poweroff()
+	case agent.OnErrorReboot:
+		fmt.Fprintf(w, "ingot-agent: rebooting (ingot.onerror=reboot)\n")
+		pid1.Reboot()
+	}
+	fmt.Fprintf(w, "ingot-agent: waiting for the operator (ingot.onerror=wait)\n")
+	return hang(o)
+}
+
+// hang keeps PID 1 alive forever, reaping children.
+func hang(o options) int {
+	if !o.pid1 {
+		return 1
+	}
+	go pid1.Reap()
+	for {
+		time.Sleep(time.Hour)
+	}
+}

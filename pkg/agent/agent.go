@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/agent/blockdev"
+	"github.com/ingot-dev/ingot/pkg/agent/checks"
+	"github.com/ingot-dev/ingot/pkg/agent/imagewrite"
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// API is the part of api.AgentClient the agent uses.
+type API interface {
+	Task(ctx context.Context) (api.Task, error)
+	Inventory(ctx context.Context, inv machine.Inventory) error
+	Progress(ctx context.Context, p api.Progress) error
+	Checks(ctx context.Context, rs []api.CheckResult) error
+	Log(ctx context.Context, lines []string) error
+	Done(ctx context.Context, d api.Done) error
+}
+
+// Agent runs one task. Every field but Now is required.
+type Agent struct {
+	Config     Config
+	API        API
+	Console    *Console
+	Logger     *slog.Logger
+	Inventory  func(ctx context.Context) machine.Inventory
+	ListDisks  func() ([]blockdev.Disk, error)
+	OpenTarget func(path string) (*imagewrite.Target, error)
+	Image      *http.Client // fetches the image
+	Now        func() time.Time
+}
+
+// Outcome is what the agent did and how the machine should be left.
+type Outcome struct {
+	Task    api.Task
+	Handoff api.Handoff
+	Disk    string // the disk written, if any
+}
+
+// StepError is a failure the agent reported to the server (done, ok=false).
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e.Err) }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run fetches the task and carries it out: inventory, then (provision) the
+// image, then acceptance checks, then done. On failure it posts done with
+// ok=false and the reason and returns a *StepError.
+func (a *Agent) Run(ctx context.Context) (Outcome, error) {
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+	a.Console.Mark("starting machine=%s server=%s", a.Config.Machine, a.Config.Server)
+	task, err := a.task(ctx)
+	if err != nil {
+		return Outcome{}, a.fail(ctx, api.StepTask, err)
+	}
+	out := Outcome{Task: task, Handoff: task.Handoff}
+	a.Console.Mark("task mode=%s recipe=%s %s image=%s", task.Mode, task.Recipe, task.RecipeVersion, task.Image.URL)
+
+	inv := a.Inventory(ctx)
+	if err := a.API.Inventory(ctx, inv); err != nil {
+		return out, a.fail(ctx, api.StepInventory, fmt.Errorf("posting inventory: %w", err))
+	}
+	a.Console.Mark("inventory posted cpus=%d gpus=%d dimms=%d nics=%d disks=%d problems=%d",
+		len(inv.CPUs), len(inv.GPUs), len(inv.DIMMs), len(inv.NICs), len(inv.Disks), len(inv.Problems))
+
+	done := api.Done{Step: api.StepInventory, OK: true}
+	switch task.Mode {
+	case api.ModeDiscover:
+		out.Handoff = api.HandoffPoweroff
+	case api.ModeInspect:
+		if out.Handoff == "" {
+			out.Handoff = api.HandoffPoweroff
+		}
+		if err := a.checks(ctx, task, inv); err != nil {
+			return out, err
+		}
+		done.Step = api.StepChecks
+	case api.ModeProvision:
+		if out.Handoff == "" {
+			out.Handoff = api.HandoffReboot
+		}
+		res, disk, err := a.image(ctx, task)
+		if err != nil {
+			return out, a.fail(ctx, api.StepImage, err, func(d *api.Done) { d.Disk = disk; d.ImageSHA256 = res.SHA256 })
+		}
+		out.Disk = disk
+		done.Disk, done.ImageSHA256, done.ImageBytes = disk, res.SHA256, res.Written
+		if err := a.checks(ctx, task, inv); err != nil {
+			return out, err
+		}
+		done.Step = api.StepChecks
+	}
+	done.Handoff = out.Handoff
+	a.postLog(ctx)
+	if err := a.API.Done(ctx, done); err != nil {
+		// Without the server's acknowledgement the machine must not boot the
+		// image as if it were ready: treat as a failure (reported if possible).
+		return out, &StepError{Step: api.StepHandoff, Err: fmt.Errorf("posting done: %w", err)}
+	}
+	a.Console.Mark("done handoff=%s", out.Handoff)
+	return out, nil
+}
+
+// task asks for the task until TaskWait passes; 503 and connection errors
+// are retried (the client backs off), other answers fail at once.
+func (a *Agent) task(ctx context.Context) (api.Task, error) {
+	wait := a.Config.TaskWait
+	if wait <= 0 {
+		wait = 10 * time.Minute
+	}
+	deadline := a.Now().Add(wait)
+	for {
+		t, err := a.API.Task(ctx)
+		if err == nil {
+			t.Image.URL, err = resolve(a.Config.Server, t.Image.URL)
+			return t, err
+		}
+		var se *api.StatusError
+		if errors.As(err, &se) && !se.Temporary() || ctx.Err() != nil || a.Now().After(deadline) {
+			return api.Task{}, fmt.Errorf("getting the task: %w", err)
+		}
+		a.Logger.Warn("no task yet, asking again", "err", err)
+		select {
+		case <-ctx.Done():
+			return api.Task{}, ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// resolve makes a server-relative image path absolute.
+func resolve(server, ref string) (string, error) {
+	if ref == "" || strings.Contains(ref, "://") {
+		return ref, nil
+	}
+	base, err := url.Parse(server)
+	if err != nil {
+		return "", fmt.Errorf("server URL %q: %w", server, err)
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return "", fmt.Errorf("image url %q: %w", ref, err)
+	}
+	return base.ResolveReference(r).String(), nil
+}
+
+func (a *Agent) chooseDisk(task api.Task) (string, error) {
+	if a.Config.Disk != "" {
+		return a.Config.Disk, nil
+	}
+	disks, err := a.ListDisks()
+	if err != nil {
+		return "", err
+	}
+	spec := task.Disk
+	if spec.Path != "" {
+		// by-id and by-path links do not exist without udev; /dev/X paths do.
+		if p, err := filepath.EvalSymlinks(spec.Path); err == nil {
+			spec.Path = p
+		}
+	}
+	d, err := blockdev.Select(disks, spec)
+	if err != nil {
+		return "", err
+	}
+	a.Console.Mark("disk %s size=%d model=%q serial=%q", d.Path, d.Size, d.Model, d.Serial)
+	return d.Path, nil
+}
+
+func (a *Agent) image(ctx context.Context, task api.Task) (imagewrite.Result, string, error) {
+	disk, err := a.chooseDisk(task)
+	if err != nil {
+		return imagewrite.Result{}, "", err
+	}
+	t, err := a.OpenTarget(disk)
+	if err != nil {
+		return imagewrite.Result{}, disk, err
+	}
+	defer t.Close()
+	a.Console.Mark("writing image %s (%s, sha256 %s) to %s zero-runs=%s", task.Image.URL, task.Image.Format, task.Image.SHA256, disk, t.Zero)
+	prog := a.progressPoster(ctx)
+	lastSay := time.Time{}
+	res, err := imagewrite.Write(ctx, t, imagewrite.Options{
+		URL: task.Image.URL, SHA256: task.Image.SHA256, Format: task.Image.Format, Size: task.Image.Size,
+		Client: a.Image, Logger: a.Logger,
+		Progress: func(p imagewrite.Progress) {
+			prog(api.Progress{Step: api.StepImage, Bytes: p.Received, Total: p.Total, Written: p.Written, RateBps: p.RateBps})
+			if now := a.Now(); now.Sub(lastSay) >= 5*time.Second {
+				lastSay = now
+				a.Console.Mark("image %d/%d bytes received, %d written, %.1f MB/s", p.Received, p.Total, p.Written, p.RateBps/1e6)
+			}
+		},
+	})
+	prog(api.Progress{}) // stop
+	if err != nil {
+		var ce *imagewrite.ChecksumError
+		if errors.As(err, &ce) {
+			a.Console.Mark("image sha256 MISMATCH expected=%s found=%s bytes=%d", ce.Expected, ce.Found, ce.Bytes)
+		}
+		return res, disk, err
+	}
+	rate := float64(res.Written) / max(res.Elapsed.Seconds(), 1e-9) / 1e6
+	a.Console.Mark("image written sha256=%s bytes=%d received=%d disk=%s seconds=%.1f rate=%.1fMB/s zero=%d resumes=%d",
+		res.SHA256, res.Written, res.Received, disk, res.Elapsed.Seconds(), rate, res.ZeroBytes, res.Resumes)
+	return res, disk, nil
+}
+
+// progressPoster posts progress from its own goroutine, keeping only the
+// latest report, so a slow server never slows the write. Calling it with a
+// zero Progress stops it.
+func (a *Agent) progressPoster(ctx context.Context) func(api.Progress) {
+	latest := make(chan api.Progress, 1)
+	go func() {
+		for p := range latest {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := a.API.Progress(pctx, p); err != nil {
+				a.Logger.Debug("progress not posted", "err", err)
+			}
+			cancel()
+		}
+	}()
+	return func(p api.Progress) {
+		if p == (api.Progress{}) {
+			close(latest)
+			return
+		}
+		select { // drop an unsent older report
+		case <-latest:
+		default:
+		}
+		latest <- p
+	}
+}
+
+func (a *Agent) checks(ctx context.Context, task api.Task, inv machine.Inventory) error {
+	rs := checks.Run(inv, task.Checks, task.Expected)
+	for _, r := range rs {
+		state := "ok"
+		switch {
+		case r.Skipped:
+			state = "skipped"
+		case !r.OK:
+			state = "FAILED"
+		}
+		a.Console.Mark("check %s %s value=%g: %s", r.Name, state, r.Value, r.Detail)
+	}
+	if err := a.API.Checks(ctx, rs); err != nil {
+		return a.fail(ctx, api.StepChecks, fmt.Errorf("posting check results: %w", err))
+	}
+	if bad := checks.Failed(rs); len(bad) > 0 {
+		return a.fail(ctx, api.StepChecks, fmt.Errorf("acceptance checks failed: %s", strings.Join(bad, ", ")))
+	}
+	return nil
+}
+
+// fail reports a failed step to the server (log, then done with ok=false)
+// and returns the *StepError.
+func (a *Agent) fail(ctx context.Context, step string, err error, edit ...func(*api.Done)) error {
+	a.Console.Mark("FAILED step=%s: %v", step, err)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	a.postLog(rctx)
+	d := api.Done{Step: step, OK: false, Reason: err.Error()}
+	for _, e := range edit {
+		e(&d)
+	}
+	if perr := a.API.Done(rctx, d); perr != nil {
+		a.Console.Mark("could not report the failure: %v", perr)
+	}
+	return &StepError{Step: step, Err: err}
+}
+
+func (a *Agent) postLog(ctx context.Context) {
+	if lines := a.Console.Take(); len(lines) > 0 {
+		if err := a.API.Log(ctx, lines); err != nil {
+			a.Logger.Debug("log not posted", "err", err)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+// Package agent is the imaging agent's core: it reads its configuration from
+// the kernel command line, and runs one task from ingot's server (inventory,
+// image write, acceptance checks) reporting each step through the agent API.
+// Subpackages do the parts (blockdev, imagewrite, inventory, checks, netup,
+// pid1); cmd/ingot-agent wires them for PID 1 of an initramfs.
+package agent
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// OnError is what PID 1 does after a fatal error was reported.
+type OnError string
+
+// The choices of ingot.onerror.
+const (
+	OnErrorWait     OnError = "wait" // stay up for the operator (console, BMC)
+	OnErrorPoweroff OnError = "poweroff"
+	OnErrorReboot   OnError = "reboot"
+)
+
+// Config is the agent's configuration: kernel command line keys ingot.*,
+// which cmd/ingot-agent's flags can override.
+type Config struct {
+	Server  string  // ingot.server=http://IP:PORT (required)
+	Token   string  // ingot.token=TOKEN (required): the machine's one-time bearer token
+	Machine string  // ingot.machine=ID: echoed in logs; the server knows it from the token
+	OnError OnError // ingot.onerror=wait|poweroff|reboot; default wait
+	Iface   string  // ingot.iface=NAME: DHCP on this interface only
+	Disk    string  // ingot.disk=/dev/X: write here, overriding the recipe's selector
+	Debug   bool    // ingot.debug (or ingot.debug=1): verbose logs
+	// TaskWait bounds how long the agent keeps asking for its task while the
+	// server answers 503 or cannot be reached: ingot.taskwait=10m.
+	TaskWait time.Duration
+	// Unknown lists ingot.* keys this agent does not know (a newer server's).
+	Unknown []string
+}
+
+// ParseCmdline reads the ingot.* keys of a kernel command line. Other
+// words (console=ttyS0, quiet, initrd=...) are ignored. Values may be quoted
+// as the kernel allows ("ingot.x=a b" or ingot.x="a b").
+func ParseCmdline(s string) (Config, error) {
+	cfg := Config{OnError: OnErrorWait, TaskWait: 10 * time.Minute}
+	for _, w := range splitCmdline(s) {
+		k, v, hasV := strings.Cut(w, "=")
+		key, ok := strings.CutPrefix(k, "ingot.")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "server":
+			cfg.Server = strings.TrimRight(v, "/")
+		case "token":
+			cfg.Token = v
+		case "machine":
+			cfg.Machine = v
+		case "iface":
+			cfg.Iface = v
+		case "disk":
+			cfg.Disk = v
+		case "onerror":
+			cfg.OnError = OnError(v)
+		case "debug":
+			cfg.Debug = !hasV || (v != "0" && v != "false" && v != "no")
+		case "taskwait":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return cfg, fmt.Errorf("kernel command line: ingot.taskwait=%q: expected a duration such as 10m", v)
+			}
+			cfg.TaskWait = d
+		default:
+			cfg.Unknown = append(cfg.Unknown, k)
+		}
+	}
+	return cfg, nil
+}
+
+// Validate checks what the agent needs to reach its server.
+func (c Config) Validate() error {
+	if c.Server == "" {
+		return fmt.Errorf("ingot.server is missing: expected ingot.server=http://IP:PORT on the kernel command line (or --server)")
+	}
+	u, err := url.Parse(c.Server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("ingot.server=%q: expected an http:// or https:// URL with a host, e.g. http://10.77.0.1:8080", c.Server)
+	}
+	if c.Token == "" {
+		return fmt.Errorf("ingot.token is missing: expected the machine's one-time token on the kernel command line (or --token)")
+	}
+	switch c.OnError {
+	case OnErrorWait, OnErrorPoweroff, OnErrorReboot:
+	default:
+		return fmt.Errorf("ingot.onerror=%q: expected wait, poweroff or reboot", c.OnError)
+	}
+	if c.Disk != "" && !strings.HasPrefix(c.Disk, "/") {
+		return fmt.Errorf("ingot.disk=%q: expected an absolute path such as /dev/nvme0n1", c.Disk)
+	}
+	return nil
+}
+
+// splitCmdline splits on spaces outside double quotes and drops the quotes,
+// as the kernel's next_arg does.
+func splitCmdline(s string) []string {
+	var out []string
+	var b strings.Builder
+	inQ, any := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			inQ, any = !inQ, true
+		case !inQ && (r == ' ' || r == '\t' || r == '\n'):
+			if any {
+				out = append(out, b.String())
+			}
+			b.Reset()
+			any = false
+		default:
+			b.WriteRune(r)
+			any = true
+		}
+	}
+	if any {
+		out = append(out, b.String())
+	}
+	return out
+}
