@@ -213,3 +213,25 @@ func TestUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestExtendsIntoCycle: a recipe whose base chain ends in a cycle names the
+// whole chain.
+func TestExtendsIntoCycle(t *testing.T) {
+	f := func(name, base string) File {
+		return File{name + ".yaml", []byte("name: " + name + "\nversion: '1'\nextends: " + base + "\n")}
+	}
+	_, diags := Options{}.Build([]File{f("a", "b"), f("b", "c"), f("c", "b"), f("self", "self")})
+	var got []string
+	for _, d := range diags {
+		got = append(got, d.File+": "+d.Message)
+	}
+	want := []string{
+		"a.yaml: extends cycle: a -> b -> c -> b",
+		"b.yaml: extends cycle: b -> c -> b",
+		"c.yaml: extends cycle: c -> b -> c",
+		"self.yaml: extends cycle: self -> self",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

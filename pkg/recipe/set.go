@@ -37,8 +37,17 @@ type entry struct {
 	resolved  *Recipe // extends applied (raw when resolution failed)
 	positions map[string]pos
 	merged    *yaml.Node
-	state     int // 0 unresolved, 1 resolved, 2 failed
+	state     resolution
 }
+
+// resolution is where resolving an entry's extends stands.
+type resolution int
+
+const (
+	unresolved resolution = iota
+	resolved
+	failed // missing base or cycle: the entry keeps its own values only
+)
 
 // Names lists the recipe names, sorted.
 func (s *Set) Names() []string {
@@ -221,16 +230,16 @@ func (b *builder) checkDuplicate(e *entry) {
 // resolve merges e's base chain into e (memoized).
 func (b *builder) resolve(e *entry) bool {
 	switch e.state {
-	case 1:
+	case resolved:
 		return true
-	case 2:
+	case failed:
 		return false
 	}
 	if e.raw.Extends == "" {
-		e.state, e.merged = 1, e.root
+		e.state, e.merged = resolved, e.root
 		return true
 	}
-	e.state = 2 // until proven otherwise; also stops recursion through a cycle
+	e.state = failed // until proven otherwise; also stops recursion through a cycle
 	if chain, ok := b.cycle(e); ok {
 		b.errorf(e.positions["extends"], "extends", "extends cycle: %s", strings.Join(chain, " -> "))
 		return false
@@ -252,7 +261,7 @@ func (b *builder) resolve(e *entry) bool {
 	dec := newDecoder(e.file, b.files, false)
 	r := dec.decodeRecipe(e.merged)
 	b.diags = append(b.diags, dec.diags...)
-	e.resolved, e.positions, e.state = r, dec.positions, 1
+	e.resolved, e.positions, e.state = r, dec.positions, resolved
 	return true
 }
 
