@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -194,6 +195,9 @@ func BuildKernelAndInitrd(ctx context.Context, k *Kernel, s Spec, dir string) (*
 	}
 	out := &Output{Dir: dir, Vmlinuz: filepath.Join(dir, "vmlinuz"), Initrd: filepath.Join(dir, "initrd.img"), Kernel: k}
 	if old, err := os.ReadFile(filepath.Join(dir, "inputs.sha256")); err == nil && string(old) == key {
+		if b, err := os.ReadFile(filepath.Join(dir, "result.json")); err == nil {
+			json.Unmarshal(b, &out.Result)
+		}
 		return out, out.fillSums()
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -208,6 +212,11 @@ func BuildKernelAndInitrd(ctx context.Context, k *Kernel, s Spec, dir string) (*
 		return nil, err
 	}
 	if err := writeAtomic(out.Initrd, b.Bytes()); err != nil {
+		return nil, err
+	}
+	b.Reset()
+	json.NewEncoder(&b).Encode(out.Result)
+	if err := writeAtomic(filepath.Join(dir, "result.json"), b.Bytes()); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "inputs.sha256"), []byte(key), 0o644); err != nil {
