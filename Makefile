@@ -20,10 +20,11 @@ build: ## build the static binaries into bin/
 deps: ## install the Debian packages tests, lab and benchmarks use (root; apt-get)
 	@.ci/deps
 
-lint: ## gofmt and go vet
+lint: build ## gofmt, go vet (every tier) and the shipped recipes
 	@out=$$(gofmt -l cmd pkg); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration,e2e ./...
+	./bin/ingot recipe lint $(if $(CI),--format github,) recipes/
 
 test: deps lint test-unit test-integration fuzz-short test-e2e ## every test tier (root for the namespace and VM tiers)
 
