@@ -45,6 +45,7 @@ type vbmcFlags struct {
 	latency                 time.Duration
 	fail503, drop           float64
 	hang, stuckBIOS         string
+	maxInFlight             int
 	tlsCert, tlsKey         string
 	tlsSelfSigned           bool
 	tlsCertOut              string
@@ -71,6 +72,7 @@ func parseVBMCFlags(e *env, args []string) (*vbmcFlags, error) {
 	fs.Float64Var(&f.fail503, "fail503", 0, "probability (0..1) of answering 503 with Retry-After")
 	fs.Float64Var(&f.drop, "drop", 0, "probability (0..1) of closing the connection without an answer")
 	fs.StringVar(&f.hang, "hang", "", "comma-separated path `PREFIXES` that never answer (e.g. /redfish/v1/Systems)")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "answer 503 (busy) beyond `N` requests at once per BMC; 0: no limit")
 	fs.StringVar(&f.stuckBIOS, "stuck-bios", "", "comma-separated BIOS `ATTRIBUTES` that refuse to stick at the reset")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM; with --tls-key)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "private key `FILE` for --tls-cert")
@@ -179,10 +181,11 @@ func (f *vbmcFlags) addrs() []string {
 
 func (f *vbmcFlags) config(log *slog.Logger, i int) vbmc.Config {
 	return vbmc.Config{
-		Root:      f.mockup,
-		Username:  f.user,
-		Password:  f.password,
-		Faults:    vbmc.Faults{Latency: f.latency, Error503: f.fail503, DropConn: f.drop, Hang: f.hangList},
+		Root:     f.mockup,
+		Username: f.user,
+		Password: f.password,
+		Faults: vbmc.Faults{Latency: f.latency, Error503: f.fail503, DropConn: f.drop, Hang: f.hangList,
+			MaxInFlight: f.maxInFlight},
 		StuckBIOS: f.stuckBIOSList,
 		Logger:    log,
 		Seed:      f.seed + int64(i),

@@ -17,6 +17,9 @@ func (f Faults) check() error {
 			return fmt.Errorf("fault %s = %v: expected a probability between 0 and 1", name, p)
 		}
 	}
+	if f.MaxInFlight < 0 {
+		return fmt.Errorf("fault MaxInFlight = %d: expected 0 (no limit) or more", f.MaxInFlight)
+	}
 	if f.Latency < 0 {
 		return fmt.Errorf("fault Latency = %v: expected a duration >= 0", f.Latency)
 	}

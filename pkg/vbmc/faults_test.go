@@ -117,3 +117,36 @@ func TestNewBadRoot(t *testing.T) {
 		t.Fatal("New accepted an empty folder")
 	}
 }
+
+// Beyond MaxInFlight requests at once the BMC answers 503 (busy); Stats
+// records the most requests a client had in flight.
+func TestFaultMaxInFlight(t *testing.T) {
+	b, c := start(t, "dmtf-public-rackmount1", func(cfg *Config) {
+		cfg.Faults.Latency = 300 * time.Millisecond
+		cfg.Faults.MaxInFlight = 2
+	})
+	codes := make(chan int, 4)
+	for range 4 {
+		go func() {
+			req, _ := http.NewRequest(http.MethodGet, c.base+"/redfish/v1", nil)
+			resp, err := c.hc.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	got := map[int]int{}
+	for range 4 {
+		got[<-codes]++
+	}
+	if got[200] != 2 || got[503] != 2 {
+		t.Errorf("statuses %v, want two 200 and two 503", got)
+	}
+	// The refused ones leave at once, so not all four need overlap.
+	if m := b.Stats().MaxInFlight; m < 3 {
+		t.Errorf("Stats().MaxInFlight = %d, want >= 3", m)
+	}
+}

@@ -121,6 +121,12 @@ func msgUnavailable() message {
 		[]string{"1"}, "Critical", "Wait for the indicated retry duration and retry the operation."}
 }
 
+func msgBusy(limit int) message {
+	return message{"Base.1.0.ServiceTemporarilyUnavailable",
+		fmt.Sprintf("The service is busy: more than %d requests at once. Retry in 1 seconds.", limit),
+		[]string{"1"}, "Critical", "Send fewer requests at once; wait for the indicated retry duration and retry."}
+}
+
 func msgConflict(why string) message {
 	return message{"Base.1.0.ResourceInStandby", why, nil, "Critical", "Change the power state of the system and resubmit the request."}
 }

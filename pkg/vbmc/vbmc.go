@@ -56,6 +56,10 @@ type Faults struct {
 	// Hang lists path prefixes (e.g. "/redfish/v1/Systems") that never
 	// answer: the request blocks until the client goes away.
 	Hang []string
+	// MaxInFlight answers 503 to requests beyond this many at once, as
+	// small BMCs do (0: no limit). Stats().MaxInFlight shows what a client
+	// attempted either way.
+	MaxInFlight int
 }
 
 // BMC is one virtual BMC; it implements http.Handler.
@@ -177,7 +181,14 @@ func (b *BMC) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-	outcome := b.serve(rec, r)
+	var outcome string
+	if lim := b.cfg.Faults.MaxInFlight; lim > 0 && n > int64(lim) {
+		rec.Header().Set("Retry-After", "1")
+		writeError(rec, http.StatusServiceUnavailable, msgBusy(lim))
+		outcome = "busy"
+	} else {
+		outcome = b.serve(rec, r)
+	}
 	b.log.Debug("redfish request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 		"outcome", outcome, "duration", time.Since(start).Round(time.Microsecond), "remote", r.RemoteAddr)
 }
