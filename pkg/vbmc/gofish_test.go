@@ -158,3 +158,34 @@ func TestGofishMediaAndPassword(t *testing.T) {
 		})
 	}
 }
+
+// gofish's AutoExpand asks for $expand where the service root advertises
+// it (the Supermicro capture does): members come back inline and complete.
+func TestGofishAutoExpand(t *testing.T) {
+	b, hc := start(t, "supermicro-hgx-b200-partial", nil)
+	c, err := gofish.ConnectContext(t.Context(), gofish.ClientConfig{Endpoint: hc.base, Username: testUser,
+		Password: testPass, AutoExpand: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Logout()
+	systems, err := c.Service.Systems()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range systems {
+		got[s.ID] = string(s.PowerState)
+	}
+	want := map[string]string{"1": "On", "HGX_Baseboard_0": "On"}
+	if len(got) != 2 || got["1"] != want["1"] || got["HGX_Baseboard_0"] != want["HGX_Baseboard_0"] {
+		t.Errorf("expanded systems %v, want %v", got, want)
+	}
+	before := b.Stats().Requests
+	if _, err := c.Service.Systems(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.Stats().Requests - before; n != 1 {
+		t.Errorf("expanded Systems took %d requests, want 1", n)
+	}
+}

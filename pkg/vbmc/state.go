@@ -131,3 +131,36 @@ func (b *BMC) powerState(p string) string {
 	s, _ := doc["PowerState"].(string)
 	return s
 }
+
+// expandMembers answers $expand on a collection: each Members link is
+// replaced by the member itself (one level, whatever the $expand options).
+// gofish's AutoExpand trusts a service that advertises ExpandQuery to do
+// this, and would otherwise read every member as empty. Other resources are
+// returned as they are.
+func (b *BMC) expandMembers(p string, body []byte) []byte {
+	doc, err := decodeDoc(body)
+	if err != nil {
+		return body
+	}
+	if _, ok := doc["Members"].([]any); !ok {
+		return body
+	}
+	var out []any
+	for _, m := range members(doc) {
+		mb, _, ok := b.render(m)
+		if !ok {
+			out = append(out, map[string]any{"@odata.id": m})
+			continue
+		}
+		md, err := decodeDoc(mb)
+		if err != nil {
+			return body
+		}
+		out = append(out, md)
+	}
+	doc["Members"] = out
+	if eb, err := encodeDoc(doc); err == nil {
+		return eb
+	}
+	return body
+}

@@ -230,7 +230,7 @@ func public(p string) bool {
 func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		b.get(w, p)
+		b.get(w, p, r.URL.Query().Has("$expand"))
 	case http.MethodPost:
 		b.post(w, r, p)
 	case http.MethodPatch:
@@ -242,9 +242,12 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 	}
 }
 
-func (b *BMC) get(w http.ResponseWriter, p string) {
+func (b *BMC) get(w http.ResponseWriter, p string, expand bool) {
 	b.mu.Lock()
 	body, etag, ok := b.render(p)
+	if ok && expand {
+		body = b.expandMembers(p, body)
+	}
 	b.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, msgMissing(p))
