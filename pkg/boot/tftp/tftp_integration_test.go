@@ -1,0 +1,277 @@
+//go:build integration
+
+package tftp
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
+	"github.com/ingot-dev/ingot/pkg/netns"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+)
+
+const (
+	srvIP = "10.78.0.1"
+	cliIP = "10.78.0.2"
+)
+
+// twoNS makes a server and a client namespace joined by a veth pair.
+func twoNS(t testing.TB) (srv, cli *netns.NS) {
+	t.Helper()
+	srv, cli = netnstest.New(t, "tftps"), netnstest.New(t, "tftpc")
+	if err := netns.Veth(context.Background(), srv, "eth0", srvIP+"/24", cli, "eth0", cliIP+"/24"); err != nil {
+		t.Fatal(err)
+	}
+	return srv, cli
+}
+
+// TestIntegrationHelperServer is not a test: it is the TFTP server process
+// the other tests start inside their server namespace (pin/tftp opens a
+// socket per transfer from a goroutine, so the whole process must live in
+// the namespace). It skips unless INGOT_TFTP_HELPER_DIR is set.
+func TestIntegrationHelperServer(t *testing.T) {
+	dir, addr := os.Getenv("INGOT_TFTP_HELPER_DIR"), os.Getenv("INGOT_TFTP_HELPER_ADDR")
+	if dir == "" {
+		t.Skip("helper process for the TFTP integration tests")
+	}
+	files, err := bootfiles.New([]string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Addr: addr, Files: files, MaxTransfers: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	fmt.Println("READY")
+	if err := s.Serve(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startIngot starts the helper server in ns serving dir on addr.
+func startIngot(t testing.TB, ns *netns.NS, dir, addr string) {
+	t.Helper()
+	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^TestIntegrationHelperServer$")
+	cmd.Env = append(os.Environ(), "INGOT_TFTP_HELPER_DIR="+dir, "INGOT_TFTP_HELPER_ADDR="+addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if sc.Text() == "READY" {
+				ready <- true
+				io.Copy(io.Discard, out)
+				return
+			}
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatal("TFTP helper server exited before it was ready")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("TFTP helper server not ready after 30s")
+	}
+}
+
+func randomFile(t testing.TB, path string, size int64) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(f, h), rand.Reader, size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func fileSHA(t testing.TB, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		return "missing: " + err.Error()
+	}
+	defer f.Close()
+	h := sha256.New()
+	io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestIntegrationTFTPClients(t *testing.T) {
+	netnstest.Need(t, "tftp", "atftp", "curl")
+	srv, cli := twoNS(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "tftp")
+	os.MkdirAll(dir, 0o755)
+	small := randomFile(t, filepath.Join(dir, "undionly.kpxe"), 100_001)
+	big := randomFile(t, filepath.Join(dir, "big.bin"), 32<<20)
+	startIngot(t, srv, dir, srvIP+":69")
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tests := []struct {
+		name string
+		file string
+		want string
+		cmd  func(dst string) []string
+	}{
+		{"tftp-hpa 512", "undionly.kpxe", small, func(dst string) []string {
+			return []string{"tftp", "-m", "binary", srvIP, "-c", "get", "undionly.kpxe", dst}
+		}},
+		{"atftp blksize 1468", "undionly.kpxe", small, func(dst string) []string {
+			return []string{"atftp", "--option", "blksize 1468", "--option", "tsize 0", "--get", "-r", "undionly.kpxe", "-l", dst, srvIP}
+		}},
+		{"atftp 32MiB blksize 1468", "big.bin", big, func(dst string) []string {
+			return []string{"atftp", "--option", "blksize 1468", "--get", "-r", "big.bin", "-l", dst, srvIP}
+		}},
+		{"curl 32MiB blksize 1468", "big.bin", big, func(dst string) []string {
+			return []string{"curl", "-sS", "--tftp-blksize", "1468", "-o", dst, "tftp://" + srvIP + "/big.bin"}
+		}},
+		{"curl 32MiB blksize 512 (block number rollover)", "big.bin", big, func(dst string) []string {
+			return []string{"curl", "-sS", "--tftp-blksize", "512", "-o", dst, "tftp://" + srvIP + "/big.bin"}
+		}},
+		{"curl blksize 8192", "undionly.kpxe", small, func(dst string) []string {
+			return []string{"curl", "-sS", "--tftp-blksize", "8192", "-o", dst, "tftp://" + srvIP + "/undionly.kpxe"}
+		}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := filepath.Join(out, fmt.Sprint(i))
+			args := tc.cmd(dst)
+			start := time.Now()
+			if b, err := cli.Run(ctx, args[0], args[1:]...); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			if got := fileSHA(t, dst); got != tc.want {
+				t.Fatalf("%s arrived with sha256 %s, want %s", tc.file, got, tc.want)
+			}
+			t.Logf("%s in %v", tc.file, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
+func TestIntegrationTFTPTraversalRefused(t *testing.T) {
+	netnstest.Need(t, "tftp", "atftp", "curl")
+	srv, cli := twoNS(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "tftp")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(root, "secret"), []byte("secret\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "ok"), []byte("ok\n"), 0o644)
+	os.Symlink("/etc/passwd", filepath.Join(dir, "passwd-link"))
+	os.Symlink("../secret", filepath.Join(dir, "secret-link"))
+	startIngot(t, srv, dir, srvIP+":69")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := t.TempDir()
+	for i, name := range []string{"../etc/passwd", "/etc/passwd", "../secret", "passwd-link", "secret-link", "ok/../../secret"} {
+		dst := filepath.Join(out, fmt.Sprint(i))
+		// atftp sends the name as given and exits non-zero on a TFTP error.
+		b, err := cli.Run(ctx, "atftp", "--get", "-r", name, "-l", dst, srvIP)
+		if err == nil {
+			t.Errorf("atftp get %q succeeded: %s", name, b)
+		}
+		if fi, err := os.Stat(dst); err == nil && fi.Size() > 0 {
+			t.Errorf("atftp get %q wrote %d bytes", name, fi.Size())
+		}
+		// tftp-hpa prints the server's TFTP error.
+		b, _ = cli.Run(ctx, "tftp", "-m", "binary", srvIP, "-c", "get", name, dst+"-hpa")
+		if !strings.Contains(string(b), "Error code") {
+			t.Errorf("tftp-hpa get %q: no TFTP error in %q", name, b)
+		}
+		if fi, err := os.Stat(dst + "-hpa"); err == nil && fi.Size() > 0 {
+			t.Errorf("tftp-hpa get %q wrote %d bytes", name, fi.Size())
+		}
+		t.Logf("%q: %s", name, strings.TrimSpace(string(b)))
+	}
+	// curl normalises ".." away unless told not to.
+	b, err := cli.Run(ctx, "curl", "-sS", "--path-as-is", "-o", filepath.Join(out, "curl"), "tftp://"+srvIP+"/../secret")
+	if err == nil {
+		t.Errorf("curl --path-as-is tftp://%s/../secret succeeded: %s", srvIP, b)
+	}
+	// And the sane request still works.
+	if b, err := cli.Run(ctx, "curl", "-sS", "tftp://"+srvIP+"/ok"); err != nil || string(b) != "ok\n" {
+		t.Errorf("curl ok: %q, %v", b, err)
+	}
+}
+
+// BenchmarkIntegrationTFTP32MiB fetches a 32 MiB file with curl from the
+// client namespace, from ingot and from tftpd-hpa (in.tftpd) serving the
+// same folder side by side in the server namespace, at blksize 512 and 1468.
+// Reports MB/s for each and the ratio ingot/tftpd-hpa (goal >= 1.0).
+func BenchmarkIntegrationTFTP32MiB(b *testing.B) {
+	netnstest.Need(b, "curl", "in.tftpd")
+	srv, cli := twoNS(b)
+	dir := b.TempDir()
+	os.Chmod(dir, 0o755)
+	want := randomFile(b, filepath.Join(dir, "big.bin"), 32<<20)
+	os.Chmod(filepath.Join(dir, "big.bin"), 0o644)
+	startIngot(b, srv, dir, srvIP+":69")
+	hpa := srv.Command(context.Background(), "in.tftpd", "-L", "-s", dir, "-a", srvIP+":6969")
+	if err := srv.Start(hpa); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { hpa.Process.Signal(syscall.SIGTERM); hpa.Wait() })
+	time.Sleep(300 * time.Millisecond)
+	out := b.TempDir()
+	fetch := func(port, blksize int) time.Duration {
+		dst := filepath.Join(out, "got")
+		os.Remove(dst)
+		start := time.Now()
+		res, err := cli.Run(context.Background(), "curl", "-sS", "--tftp-blksize", fmt.Sprint(blksize), "-o", dst,
+			fmt.Sprintf("tftp://%s:%d/big.bin", srvIP, port))
+		d := time.Since(start)
+		if err != nil {
+			b.Fatalf("%v: %s", err, res)
+		}
+		if got := fileSHA(b, dst); got != want {
+			b.Fatalf("port %d blksize %d: sha256 %s, want %s", port, blksize, got, want)
+		}
+		return d
+	}
+	for _, blk := range []int{512, 1468} {
+		b.Run(fmt.Sprintf("blksize=%d", blk), func(b *testing.B) {
+			var ing, hp time.Duration
+			for i := 0; i < b.N; i++ {
+				hp += fetch(6969, blk)
+				ing += fetch(69, blk)
+			}
+			mb := float64(32<<20) / 1e6 * float64(b.N)
+			b.ReportMetric(mb/ing.Seconds(), "ingot-MB/s")
+			b.ReportMetric(mb/hp.Seconds(), "tftpd-hpa-MB/s")
+			b.ReportMetric(hp.Seconds()/ing.Seconds(), "ingot/tftpd-hpa")
+		})
+	}
+}
+
