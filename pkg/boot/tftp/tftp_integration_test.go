@@ -274,4 +274,3 @@ func BenchmarkIntegrationTFTP32MiB(b *testing.B) {
 		})
 	}
 }
-
