@@ -19,7 +19,7 @@ import (
 
 // needProgram skips (in CI: fails) unless prog exists. These clients talk to
 // a BMC on 127.0.0.1, so neither root nor a namespace is needed.
-func needProgram(t *testing.T, prog string) string {
+func needProgram(t testing.TB, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
 	if err != nil {
