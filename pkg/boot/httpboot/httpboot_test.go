@@ -53,6 +53,15 @@ type fixture struct {
 // newFixture serves a Handler on a real loopback listener (httptest).
 func newFixture(t *testing.T, unknown string) *fixture {
 	t.Helper()
+	f, mux := newMux(t, unknown)
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// newMux builds the fixture's Handler and its mux, not yet served.
+func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
+	t.Helper()
 	ctx := context.Background()
 	f := &fixture{reg: prometheus.NewRegistry(), bootDir: t.TempDir()}
 	f.arts, _ = artifact.Open(t.TempDir())
@@ -100,9 +109,7 @@ func newFixture(t *testing.T, unknown string) *fixture {
 	}
 	mux := http.NewServeMux()
 	h.Register(mux)
-	f.srv = httptest.NewServer(mux)
-	t.Cleanup(f.srv.Close)
-	return f
+	return f, mux
 }
 
 func (f *fixture) get(t *testing.T, path string, hdr map[string]string) (*http.Response, []byte) {
@@ -121,7 +128,7 @@ func (f *fixture) get(t *testing.T, path string, hdr map[string]string) (*http.R
 }
 
 // golden compares got with testdata/NAME; UPDATE_TESTDATA=1 rewrites it.
-func golden(t *testing.T, name string, got []byte) {
+func golden(t testing.TB, name string, got []byte) {
 	t.Helper()
 	p := filepath.Join("testdata", name)
 	if os.Getenv("UPDATE_TESTDATA") != "" {
