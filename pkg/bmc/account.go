@@ -56,12 +56,13 @@ func (c *Client) RotatePassword(ctx context.Context, account, newPassword string
 	if verr != nil {
 		// Restore the old password; our session (or basic credentials) still
 		// carries the old identity.
-		rerr := patchPassword(api, uri, c.cfg.Password)
-		if rerr != nil {
-			return c.wrap(op, fmt.Errorf("the new password did not work (%v) and restoring the old one failed (%v): "+
-				"keep BOTH passwords until the account is checked", verr, rerr))
+		kind := wrapErr("", "", verr).(*Error).Kind
+		if rerr := patchPassword(api, uri, c.cfg.Password); rerr != nil {
+			return &Error{Kind: kind, Endpoint: c.cfg.Endpoint, Err: verr, Op: op + fmt.Sprintf(
+				": the new password did not work and restoring the old one failed (%v): keep BOTH passwords until the account is checked", rerr)}
 		}
-		return c.wrap(op, fmt.Errorf("the new password did not work; the old password was restored and stays in use: %w", verr))
+		return &Error{Kind: kind, Endpoint: c.cfg.Endpoint, Err: verr,
+			Op: op + ": the new password did not work; the old password was restored and stays in use"}
 	}
 	// The new password works: switch to its session and log out the old one.
 	c.mu.Lock()
