@@ -2,7 +2,6 @@ package dhcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"time"
@@ -88,7 +87,7 @@ func (h *Handler) choose(ctx context.Context, pi int, mac string, m *machine.Mac
 			return ip, err
 		}
 	}
-	l, err := h.leaseByMAC(ctx, mac)
+	l, err := h.leaseLocked(ctx, mac)
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -154,13 +153,14 @@ func (h *Handler) freeLocked(ctx context.Context, ip netip.Addr, mac string, now
 		}
 		own = true
 	}
-	l, err := h.cfg.Store.LeaseByIP(ctx, ip)
-	if errors.Is(err, store.ErrNotFound) {
+	if err := h.loadLocked(ctx); err != nil {
+		return false, false, err
+	}
+	holder, ok := h.owner[ip]
+	if !ok {
 		return true, own, nil
 	}
-	if err != nil {
-		return false, false, fmt.Errorf("looking up lease of %s: %w", ip, err)
-	}
+	l := h.leases[holder]
 	active := now.Before(l.Expires)
 	switch {
 	case l.State == StateDeclined:
@@ -171,6 +171,49 @@ func (h *Handler) freeLocked(ctx context.Context, ip netip.Addr, mac string, now
 		return true, own, nil
 	}
 	return !active, own, nil
+}
+
+// The lease index: the store's leases, read once with ListLeases and kept
+// in step by every commit of this handler, so deciding a reply reads no
+// store. The store stays the authority: a lease it holds that the index
+// lacks (written by another writer) makes PutLease fail with ErrConflict,
+// and the client gets a NAK.
+
+// loadLocked reads the store's leases into the index once. h.mu is held.
+func (h *Handler) loadLocked(ctx context.Context) error {
+	if h.loaded {
+		return nil
+	}
+	ls, err := h.cfg.Store.ListLeases(ctx)
+	if err != nil {
+		return fmt.Errorf("loading leases: %w", err)
+	}
+	for _, l := range ls {
+		h.indexLocked(l)
+	}
+	h.loaded = true
+	return nil
+}
+
+// leaseLocked returns a copy of mac's lease, nil if none. h.mu is held.
+func (h *Handler) leaseLocked(ctx context.Context, mac string) (*store.Lease, error) {
+	if err := h.loadLocked(ctx); err != nil {
+		return nil, err
+	}
+	l, ok := h.leases[mac]
+	if !ok {
+		return nil, nil
+	}
+	return &l, nil
+}
+
+// indexLocked records committed lease l. h.mu is held.
+func (h *Handler) indexLocked(l store.Lease) {
+	if old, ok := h.leases[l.MAC]; ok && h.owner[old.IP] == l.MAC {
+		delete(h.owner, old.IP)
+	}
+	h.leases[l.MAC] = l
+	h.owner[l.IP] = l.MAC
 }
 
 // holdLocked keeps ip for mac for OfferHold; a client holds one address at

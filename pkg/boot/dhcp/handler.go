@@ -33,8 +33,12 @@ type Meta struct {
 type Handler struct {
 	cfg     Config
 	metrics *metrics
+	commit  *committer
 
 	mu       sync.Mutex
+	loaded   bool                     // leases and owner hold the store's leases
+	leases   map[string]store.Lease   // by MAC: the store's leases, as committed by this handler
+	owner    map[netip.Addr]string    // address -> MAC whose lease names it
 	holds    map[netip.Addr]hold      // offered or being committed, by address
 	heldIP   map[string]netip.Addr    // the address each MAC holds
 	declined map[netip.Addr]time.Time // address -> unusable until
@@ -59,7 +63,8 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, metrics: m, holds: map[netip.Addr]hold{}, heldIP: map[string]netip.Addr{}, declined: map[netip.Addr]time.Time{},
+	h := &Handler{cfg: cfg, metrics: m, commit: &committer{st: cfg.Store}, holds: map[netip.Addr]hold{}, heldIP: map[string]netip.Addr{},
+		leases: map[string]store.Lease{}, owner: map[netip.Addr]string{}, declined: map[netip.Addr]time.Time{},
 		cursor: make([]uint32, len(cfg.Pools))}
 	for i, p := range cfg.Pools {
 		h.cursor[i] = ip4u(p.Start)
@@ -183,8 +188,13 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 	if m != nil {
 		l.MachineID = m.ID
 	}
-	err = h.cfg.Store.PutLease(ctx, l)
-	h.unholdIP(ip, mac)
+	err = h.commit.put(ctx, l)
+	h.mu.Lock()
+	if err == nil {
+		h.indexLocked(l)
+	}
+	h.dropLocked(ip, mac)
+	h.mu.Unlock()
 	if errors.Is(err, store.ErrConflict) { // the store knows a live lease of another client on ip
 		return h.nak(req, fmt.Sprintf("%s is in use", ip)), nil
 	}
@@ -208,10 +218,7 @@ func (h *Handler) release(ctx context.Context, req *dhcpv4.DHCPv4) error {
 	}
 	now := h.cfg.Now()
 	l.State, l.Expires, l.Updated = StateReleased, now, now
-	if err := h.cfg.Store.PutLease(ctx, *l); err != nil {
-		return fmt.Errorf("releasing lease %s for %s: %w", l.IP, mac, err)
-	}
-	return nil
+	return h.store(ctx, *l, "releasing")
 }
 
 // decline marks an address the client found in use (RFC 2131 §4.3.3): it
@@ -233,10 +240,7 @@ func (h *Handler) decline(ctx context.Context, req *dhcpv4.DHCPv4) error {
 		return err
 	}
 	l.State, l.Expires, l.Updated = StateDeclined, until, now
-	if err := h.cfg.Store.PutLease(ctx, *l); err != nil {
-		return fmt.Errorf("recording declined lease %s for %s: %w", ip, mac, err)
-	}
-	return nil
+	return h.store(ctx, *l, "recording declined")
 }
 
 // inform answers DHCPINFORM with configuration only (RFC 2131 §3.4): no
@@ -348,15 +352,22 @@ func (h *Handler) machine(ctx context.Context, mac string, c pxe.Client) (*machi
 	return m, nil
 }
 
+// leaseByMAC returns mac's lease, nil if it has none.
 func (h *Handler) leaseByMAC(ctx context.Context, mac string) (*store.Lease, error) {
-	l, err := h.cfg.Store.LeaseByMAC(ctx, mac)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leaseLocked(ctx, mac)
+}
+
+// store commits l and indexes it.
+func (h *Handler) store(ctx context.Context, l store.Lease, doing string) error {
+	if err := h.commit.put(ctx, l); err != nil {
+		return fmt.Errorf("%s lease %s for %s: %w", doing, l.IP, l.MAC, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up lease of %s: %w", mac, err)
-	}
-	return l, nil
+	h.mu.Lock()
+	h.indexLocked(l)
+	h.mu.Unlock()
+	return nil
 }
 
 func reserved(m *machine.Machine) netip.Addr {

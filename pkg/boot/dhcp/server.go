@@ -10,6 +10,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"golang.org/x/sys/unix"
 )
 
 // maxInFlight bounds the requests decided at once. Concurrent requests share
@@ -65,9 +66,28 @@ func (s *Server) Listen() error {
 			s.close()
 			return fmt.Errorf("dhcp: listening on %s port %d: %w", s.cfg.Interface, p, err)
 		}
+		growReadBuffer(c)
 		s.conns, s.ports = append(s.conns, c), append(s.ports, p)
 	}
 	return nil
+}
+
+// readBuffer holds a boot storm's requests while the handlers catch up
+// (the default ~200 KiB holds about a hundred packets).
+const readBuffer = 4 << 20
+
+// growReadBuffer raises the socket's receive buffer past net.core.rmem_max
+// when we may (CAP_NET_ADMIN), else as far as rmem_max allows.
+func growReadBuffer(c *net.UDPConn) {
+	if rc, err := c.SyscallConn(); err == nil {
+		var serr error
+		if err := rc.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBuffer)
+		}); err == nil && serr == nil {
+			return
+		}
+	}
+	_ = c.SetReadBuffer(readBuffer)
 }
 
 func (s *Server) close() {

@@ -1,0 +1,359 @@
+//go:build integration
+
+package dhcp_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
+	"github.com/ingot-dev/ingot/pkg/netns"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Benchmark layout: server namespace eth0 10.77.0.1/16, load namespace eth0
+// 10.77.0.2/16, a veth between. Pools: 10.77.1.0 - 10.77.250.255.
+const (
+	benchClients = 3000 // distinct MACs, one DORA each
+	benchWindow  = 64   // exchanges in flight
+)
+
+// benchStoreOptions is how `ingot serve` should open its store for DHCP.
+var benchStoreOptions = store.Options{Timeout: time.Second, BatchDelay: time.Duration(envInt("INGOT_BENCH_BATCH_US", 10000)) * time.Microsecond}
+
+func benchPair(b *testing.B) (srv, load *netns.NS) {
+	b.Helper()
+	srv = netnstest.New(b, "ingot-bench-s")
+	load = netnstest.New(b, "ingot-bench-l")
+	if err := netns.Veth(context.Background(), srv, "eth0", "10.77.0.1/16", load, "eth0", "10.77.0.2/16"); err != nil {
+		b.Fatal(err)
+	}
+	return srv, load
+}
+
+// startPeer starts the named server in srv and returns a function that,
+// after the load, checks what it must (for ingot: every ACK committed).
+func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) {
+	b.Helper()
+	dir := b.TempDir()
+	switch name {
+	case "ingot":
+		st, err := store.Open(filepath.Join(dir, "ingot.db"), benchStoreOptions)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		pool, err := dhcp.ParsePool("10.77.0.0/16,10.77.1.0-10.77.250.255,router=10.77.0.1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s *dhcp.Server
+		if err := srv.Do(func() (err error) {
+			s, err = dhcp.NewServer(dhcp.Config{Interface: "eth0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
+				LeaseTime: time.Hour, Store: st, Unknown: dhcp.UnknownIgnore})
+			if err != nil {
+				return err
+			}
+			return s.Listen()
+		}); err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx) }()
+		b.Cleanup(func() { cancel(); <-done })
+		return func(acks int) {
+			ls, err := st.ListLeases(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			bound := 0
+			for _, l := range ls {
+				if l.State == dhcp.StateBound {
+					bound++
+				}
+			}
+			if bound != acks {
+				b.Errorf("ingot ACKed %d leases but the store holds %d bound leases", acks, bound)
+			}
+		}
+	case "kea":
+		conf := filepath.Join(dir, "kea.json")
+		body := fmt.Sprintf(`{"Dhcp4": {
+  "interfaces-config": {"interfaces": ["eth0"], "dhcp-socket-type": "raw"},
+  "lease-database": {"type": "memfile", "persist": true, "name": %q, "lfc-interval": 0},
+  "valid-lifetime": 3600,
+  "subnet4": [{"id": 1, "subnet": "10.77.0.0/16", "pools": [{"pool": "10.77.1.0 - 10.77.250.255"}],
+    "option-data": [{"name": "routers", "data": "10.77.0.1"}]}],
+  "loggers": [{"name": "kea-dhcp4", "output_options": [{"output": %q}], "severity": "WARN"}]
+}}`, filepath.Join(dir, "leases4.csv"), filepath.Join(dir, "kea.log"))
+		if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		cmd := srv.Command(context.Background(), "kea-dhcp4", "-c", conf)
+		cmd.Env = append(os.Environ(), "KEA_PIDFILE_DIR="+dir, "KEA_LOCKFILE_DIR="+dir)
+		if err := srv.Start(cmd); err != nil {
+			b.Fatal(err)
+		}
+	case "dnsmasq":
+		cmd := srv.Command(context.Background(), "dnsmasq", "--no-daemon", "--port=0", "--conf-file=/dev/null",
+			"--user=root", "--dhcp-range=10.77.1.0,10.77.250.255,255.255.0.0,1h", "--interface=eth0",
+			"--bind-interfaces", "--no-ping", "--dhcp-lease-max=100000", "--dhcp-authoritative",
+			"--dhcp-leasefile="+filepath.Join(dir, "leases"), "--pid-file="+filepath.Join(dir, "pid"))
+		if err := srv.Start(cmd); err != nil {
+			b.Fatal(err)
+		}
+	default:
+		b.Fatalf("unknown peer %s", name)
+	}
+	return func(int) {}
+}
+
+// loadgen runs DORA exchanges from one UDP socket on port 68, broadcast
+// with the broadcast flag set; replies are matched by xid.
+type loadgen struct {
+	conn *net.UDPConn
+	mu   sync.Mutex
+	wait map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4
+	xid  atomic.Uint32
+	// retries counts retransmissions (a reply lost or later than 1 s).
+	retries atomic.Int64
+	offerNS atomic.Int64
+	ackNS   atomic.Int64
+}
+
+func newLoadgen(b *testing.B, load *netns.NS) *loadgen {
+	b.Helper()
+	g := &loadgen{wait: map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4{}}
+	if err := load.Do(func() error {
+		lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_BROADCAST, 1); serr == nil {
+					serr = unix.BindToDevice(int(fd), "eth0")
+				}
+				if serr == nil {
+					serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}}
+		pc, err := lc.ListenPacket(context.Background(), "udp4", "0.0.0.0:68")
+		if err != nil {
+			return err
+		}
+		g.conn = pc.(*net.UDPConn)
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.conn.Close() })
+	go g.read()
+	return g
+}
+
+func (g *loadgen) read() {
+	buf := make([]byte, 1500)
+	for {
+		n, _, err := g.conn.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		m, err := dhcpv4.FromBytes(buf[:n])
+		if err != nil || m.OpCode != dhcpv4.OpcodeBootReply {
+			continue
+		}
+		g.mu.Lock()
+		ch := g.wait[m.TransactionID]
+		g.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- m:
+			default:
+			}
+		}
+	}
+}
+
+var bcast67 = &net.UDPAddr{IP: net.IPv4bcast, Port: 67}
+
+// dora runs one exchange for mac; false if it did not end in an ACK.
+func (g *loadgen) dora(mac net.HardwareAddr) bool {
+	var xid dhcpv4.TransactionID
+	binary.BigEndian.PutUint32(xid[:], g.xid.Add(1))
+	ch := make(chan *dhcpv4.DHCPv4, 8)
+	g.mu.Lock()
+	g.wait[xid] = ch
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); delete(g.wait, xid); g.mu.Unlock() }()
+	send := func(m *dhcpv4.DHCPv4, want dhcpv4.MessageType) *dhcpv4.DHCPv4 {
+		for try := 0; try < 4; try++ {
+			if try > 0 {
+				g.retries.Add(1)
+			}
+			if _, err := g.conn.WriteToUDP(m.ToBytes(), bcast67); err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			timeout := time.After(time.Second)
+			for {
+				select {
+				case r := <-ch:
+					if r.MessageType() == want {
+						return r
+					}
+					if r.MessageType() == dhcpv4.MessageTypeNak {
+						return nil
+					}
+					continue
+				case <-timeout:
+				}
+				break
+			}
+		}
+		return nil
+	}
+	disc, _ := dhcpv4.NewDiscovery(mac, dhcpv4.WithTransactionID(xid), dhcpv4.WithBroadcast(true))
+	t0 := time.Now()
+	offer := send(disc, dhcpv4.MessageTypeOffer)
+	if offer == nil {
+		return false
+	}
+	t1 := time.Now()
+	req, _ := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithTransactionID(xid), dhcpv4.WithBroadcast(true))
+	ok := send(req, dhcpv4.MessageTypeAck) != nil
+	g.offerNS.Add(int64(t1.Sub(t0)))
+	g.ackNS.Add(int64(time.Since(t1)))
+	return ok
+}
+
+// run makes n exchanges with window in flight; returns ACKs and seconds.
+func (g *loadgen) run(base byte, n, window int) (acks int, secs float64) {
+	var ok atomic.Int64
+	next := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range window {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if g.dora(net.HardwareAddr{0x02, base, 0, byte(i >> 16), byte(i >> 8), byte(i)}) {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return int(ok.Load()), time.Since(start).Seconds()
+}
+
+// ready waits until the server completes one exchange.
+func (g *loadgen) ready(b *testing.B, name string) {
+	b.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if g.dora(net.HardwareAddr{0x02, 0xff, 0xff, 0, 0, 1}) {
+			return
+		}
+	}
+	b.Fatalf("%s never completed an exchange", name)
+}
+
+// BenchmarkDHCPDORA: DORA/s with distinct MACs and broadcast replies, ingot
+// vs Kea (memfile) vs dnsmasq, each in a fresh namespace pair.
+func BenchmarkDHCPDORA(b *testing.B) {
+	netnstest.Need(b, "kea-dhcp4", "dnsmasq")
+	rate := map[string]float64{}
+	for i, name := range peers("ingot,kea,dnsmasq") {
+		srv, load := benchPair(b)
+		check := startPeer(b, name, srv)
+		g := newLoadgen(b, load)
+		g.ready(b, name)
+		acks, secs := g.run(byte(i), envInt("INGOT_BENCH_CLIENTS", benchClients), envInt("INGOT_BENCH_WINDOW", benchWindow))
+		check(acks + 1) // + the readiness probe
+		rate[name] = float64(acks) / secs
+		b.Logf("%s: %d/%d DORA in %.2fs = %.0f/s (%d retransmissions)", name, acks, benchClients, secs, rate[name], g.retries.Load())
+		b.Logf("mean offer wait %v ack wait %v", time.Duration(g.offerNS.Load()/int64(acks)), time.Duration(g.ackNS.Load()/int64(acks)))
+		b.ReportMetric(rate[name], name+"-DORA/s")
+		b.ReportMetric(float64(benchClients-acks), name+"-failed")
+		if name == "ingot" && acks != benchClients {
+			b.Errorf("ingot: %d of %d exchanges failed", benchClients-acks, benchClients)
+		}
+	}
+	b.ReportMetric(rate["ingot"]/rate["kea"], "ingot/kea")
+	b.ReportMetric(rate["ingot"]/rate["dnsmasq"], "ingot/dnsmasq")
+}
+
+var perfRate = regexp.MustCompile(`Rate: ([0-9.]+) 4-way exchanges/second`)
+var perfDrops = regexp.MustCompile(`drops: (\d+)`)
+
+// BenchmarkDHCPPerfdhcp: Kea's perfdhcp (posing as a relay from 10.77.0.2)
+// against ingot and Kea at the same offered rate.
+func BenchmarkDHCPPerfdhcp(b *testing.B) {
+	netnstest.Need(b, "kea-dhcp4", "perfdhcp")
+	offered := envInt("INGOT_PERFDHCP_RATE", 4000)
+	rate := map[string]float64{}
+	for _, name := range []string{"ingot", "kea"} {
+		srv, load := benchPair(b)
+		startPeer(b, name, srv)
+		newLoadgen(b, load).ready(b, name)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		out, err := load.Run(ctx, "perfdhcp", "-4", "-r", strconv.Itoa(offered), "-R", "20000", "-p", "10",
+			"-l", "10.77.0.2", "10.77.0.1")
+		cancel()
+		// perfdhcp exits 3 when packets were dropped; the report is still valid.
+		m := perfRate.FindSubmatch(out)
+		if m == nil {
+			b.Fatalf("perfdhcp against %s: %v\n%s", name, err, out)
+		}
+		rate[name], _ = strconv.ParseFloat(string(m[1]), 64)
+		drops := 0
+		for _, d := range perfDrops.FindAllSubmatch(out, -1) {
+			n, _ := strconv.Atoi(string(d[1]))
+			drops += n
+		}
+		b.Logf("perfdhcp -r %d against %s: %.0f DORA/s, %d drops", offered, name, rate[name], drops)
+		b.ReportMetric(rate[name], name+"-DORA/s")
+		b.ReportMetric(float64(drops), name+"-drops")
+	}
+	b.ReportMetric(rate["ingot"]/rate["kea"], "ingot/kea")
+}
+
+// peers is INGOT_BENCH_PEERS (comma-separated) or def.
+func peers(def string) []string {
+	if v := os.Getenv("INGOT_BENCH_PEERS"); v != "" {
+		def = v
+	}
+	return strings.Split(def, ",")
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
