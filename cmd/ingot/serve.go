@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/serve"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// runServe runs DHCP, TFTP and HTTP boot (and the API, mounted through
+// serve.Deps.Mount) until SIGTERM or SIGINT. Settings: see pkg/serve.
+func runServe(ctx context.Context, e *env, args []string) error {
+	cfg, err := serve.Load(args, e.getenv, e.stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		fmt.Fprintln(e.stderr, "ingot serve:", err)
+		return errUsage
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log := e.logger(cfg.LogLevel)
+	recipes, err := loadRecipes(cfg.Recipes)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	arts, err := artifact.Open(filepath.Join(cfg.Data, "artifacts"))
+	if err != nil {
+		return err
+	}
+	return serve.Run(ctx, cfg, serve.Deps{
+		Store:     st,
+		Artifacts: arts,
+		Recipes:   recipes,
+		Logger:    log,
+		// Mount: the API adds its handlers here, e.g. []func(*http.ServeMux){api.Register}.
+	})
+}
+
+// loadRecipes loads the recipes folder once at start; an empty dir means
+// none (machines with a recipe then get an error script).
+func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), error) {
+	if dir == "" {
+		return func(name string) (*recipe.Recipe, error) {
+			return nil, fmt.Errorf("recipe %s: no --recipes folder configured", name)
+		}, nil
+	}
+	set, diags := recipe.LoadDir(dir)
+	if recipe.HasErrors(diags) {
+		var lines []string
+		for _, d := range diags {
+			lines = append(lines, d.String())
+		}
+		return nil, fmt.Errorf("loading recipes from %s:\n%s", dir, strings.Join(lines, "\n"))
+	}
+	return func(name string) (*recipe.Recipe, error) {
+		r, ok := set.Get(name)
+		if !ok {
+			return nil, fmt.Errorf("recipe %s: not in %s (have %v)", name, dir, set.Names())
+		}
+		return r, nil
+	}, nil
+}

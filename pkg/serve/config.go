@@ -1,0 +1,239 @@
+// Package serve runs ingot's boot services (DHCP, TFTP, HTTP boot and
+// whatever the API mounts on the same HTTP mux) in one process, from one
+// Config, under one supervisor with graceful shutdown.
+//
+// Configuration comes from four layers, later ones winning:
+// built-in defaults < config file (--config, YAML or JSON) < INGOT_* environment
+// variables < command-line flags. Every field has one flag; its environment
+// variable is INGOT_ + the flag name upper-cased with dashes as underscores
+// (--http-addr -> INGOT_HTTP_ADDR); its file key is the flag name with
+// underscores (http_addr). List flags (--pool) repeat, or take several values
+// separated by ';'; a list given in a higher layer replaces the lower one.
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is every setting of `ingot serve`.
+type Config struct {
+	Config    string `yaml:"-"` // the file this was loaded from (flag only)
+	Interface string `yaml:"interface"`
+	Data      string `yaml:"data"`
+	DB        string `yaml:"db"`
+	Recipes   string `yaml:"recipes"`
+	ServerIP  string `yaml:"server_ip"`
+	PublicURL string `yaml:"public_url"`
+	HTTPAddr  string `yaml:"http_addr"`
+	LogLevel  string `yaml:"log_level"`
+
+	DHCP      string        `yaml:"dhcp"`
+	Pools     []string      `yaml:"pool"`
+	LeaseTime time.Duration `yaml:"lease_time"`
+	Unknown   string        `yaml:"unknown"`
+
+	TFTP             bool     `yaml:"tftp"`
+	TFTPPort         int      `yaml:"tftp_port"`
+	TFTPMaxTransfers int      `yaml:"tftp_max_transfers"`
+	TFTPBlockSize    int      `yaml:"tftp_max_blksize"`
+	IPXEDir          string   `yaml:"ipxe_dir"`
+	BootDir          string   `yaml:"boot_dir"`
+	BootLinkTargets  []string `yaml:"boot_link_targets"`
+
+	DiscoveryKernel  string `yaml:"discovery_kernel"`
+	DiscoveryInitrd  string `yaml:"discovery_initrd"`
+	DiscoveryCmdline string `yaml:"discovery_cmdline"`
+}
+
+// Defaults returns the built-in defaults. DB and BootDir, when left empty,
+// are derived from Data by Load.
+func Defaults() Config {
+	return Config{
+		Data:             "/var/lib/ingot",
+		HTTPAddr:         ":8080",
+		LogLevel:         "info",
+		DHCP:             "full",
+		LeaseTime:        time.Hour,
+		Unknown:          "discover",
+		TFTP:             true,
+		TFTPPort:         69,
+		TFTPMaxTransfers: 64,
+		TFTPBlockSize:    65464,
+		IPXEDir:          "/usr/lib/ipxe",
+		BootLinkTargets:  []string{"/boot"}, // Debian: /usr/lib/ipxe/ipxe.efi -> /boot/ipxe.efi
+		DiscoveryKernel:  "agent-vmlinuz",
+		DiscoveryInitrd:  "agent-initrd",
+	}
+}
+
+// flags binds every field of c to fs.
+func (c *Config) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Config, "config", c.Config, "config file (YAML or JSON; keys are the flag names with underscores)")
+	fs.StringVar(&c.Interface, "interface", c.Interface, "boot network interface; DHCP and TFTP answer only there (required for DHCP and TFTP)")
+	fs.StringVar(&c.Data, "data", c.Data, "data directory: ingot.db, artifacts/, boot/")
+	fs.StringVar(&c.DB, "db", c.DB, "database file (default DATA/ingot.db)")
+	fs.StringVar(&c.Recipes, "recipes", c.Recipes, "recipes directory (*.yaml); empty: no recipes, machines get an error script")
+	fs.StringVar(&c.ServerIP, "server-ip", c.ServerIP, "our IPv4 address on --interface (default: the interface's first IPv4 address; must belong to it)")
+	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (boot scripts, artifacts, metrics, API)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.DHCP, "dhcp", c.DHCP, "DHCP mode: full, proxy or off")
+	fs.Var(listValue{&c.Pools, new(bool)}, "pool", "DHCP pool SUBNET,START-END[,router=IP][,dns=IP+IP][,domain=NAME][,lease=1h] (repeat, or separate with ';')")
+	fs.DurationVar(&c.LeaseTime, "lease-time", c.LeaseTime, "default DHCP lease time")
+	fs.StringVar(&c.Unknown, "unknown", c.Unknown, "unknown machines: discover (boot the discovery agent) or ignore")
+	fs.BoolVar(&c.TFTP, "tftp", c.TFTP, "serve iPXE binaries over TFTP")
+	fs.IntVar(&c.TFTPPort, "tftp-port", c.TFTPPort, "TFTP port")
+	fs.IntVar(&c.TFTPMaxTransfers, "tftp-max-transfers", c.TFTPMaxTransfers, "concurrent TFTP transfers; more get a busy error")
+	fs.IntVar(&c.TFTPBlockSize, "tftp-max-blksize", c.TFTPBlockSize, "largest TFTP blksize granted (also clamped to the interface MTU - 28)")
+	fs.StringVar(&c.IPXEDir, "ipxe-dir", c.IPXEDir, "iPXE binaries from the distribution (Debian package ipxe)")
+	fs.StringVar(&c.BootDir, "boot-dir", c.BootDir, "override directory searched before --ipxe-dir (default DATA/boot)")
+	fs.Var(listValue{&c.BootLinkTargets, new(bool)}, "boot-link-targets", "directories symlinks in the boot directories may point into (';'-separated)")
+	fs.StringVar(&c.DiscoveryKernel, "discovery-kernel", c.DiscoveryKernel, "artifact name or sha256 of the kernel unknown machines boot")
+	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
+	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
+}
+
+// listValue is a repeatable flag; the first Set within one FlagSet replaces
+// what lower layers put there.
+type listValue struct {
+	p     *[]string
+	fresh *bool
+}
+
+func (l listValue) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ";")
+}
+
+func (l listValue) Set(v string) error {
+	if !*l.fresh {
+		*l.p, *l.fresh = nil, true
+	}
+	for _, s := range strings.Split(v, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l.p = append(*l.p, s)
+		}
+	}
+	return nil
+}
+
+// Load builds the Config from defaults, the config file, the environment
+// (getenv) and args. It returns flag.ErrHelp after printing usage for -h.
+func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	// Pass 1 only finds the config file; flags are applied again last.
+	var scratch Config
+	pre := flag.NewFlagSet("serve", flag.ContinueOnError)
+	pre.SetOutput(io.Discard)
+	scratch.flags(pre)
+	if err := pre.Parse(args); err != nil && !errors.Is(err, flag.ErrHelp) {
+		return Config{}, fmt.Errorf("ingot serve: %w", err)
+	}
+	cfg := Defaults()
+	path := scratch.Config
+	if path == "" {
+		path = getenv("INGOT_CONFIG")
+	}
+	if path != "" {
+		if err := loadFile(path, &cfg); err != nil {
+			return Config{}, err
+		}
+		cfg.Config = path
+	}
+	env := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfg.flags(env)
+	var bad error
+	env.VisitAll(func(f *flag.Flag) {
+		key := EnvName(f.Name)
+		if v := getenv(key); v != "" && bad == nil {
+			if err := f.Value.Set(v); err != nil {
+				bad = fmt.Errorf("environment %s=%q: %w", key, v, err)
+			}
+		}
+	})
+	if bad != nil {
+		return Config{}, bad
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	cfg.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "Usage: ingot serve --interface IF --data DIR [flags]\n\n"+
+			"Each flag is also INGOT_<FLAG> (dashes as underscores) and a config file key (underscores).\n"+
+			"Precedence: flags > environment > config file > defaults.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("ingot serve: unexpected argument %q (all settings are flags)", fs.Arg(0))
+	}
+	if cfg.DB == "" {
+		cfg.DB = filepath.Join(cfg.Data, "ingot.db")
+	}
+	if cfg.BootDir == "" {
+		cfg.BootDir = filepath.Join(cfg.Data, "boot")
+	}
+	return cfg, nil
+}
+
+// EnvName is the environment variable that sets the flag name.
+func EnvName(flagName string) string {
+	return "INGOT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// loadFile decodes a YAML (or JSON, which YAML accepts) file over cfg,
+// refusing unknown keys so a typo is an error, not a silent default.
+func loadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w (keys are the flag names with underscores, e.g. http_addr)", path, err)
+	}
+	return nil
+}
+
+// Validate checks the settings that do not need the system.
+func (c Config) Validate() error {
+	switch c.DHCP {
+	case "full", "proxy", "off":
+	default:
+		return fmt.Errorf("--dhcp %q: expected full, proxy or off", c.DHCP)
+	}
+	switch c.Unknown {
+	case "discover", "ignore":
+	default:
+		return fmt.Errorf("--unknown %q: expected discover or ignore", c.Unknown)
+	}
+	if c.Interface == "" && c.DHCP != "off" {
+		return fmt.Errorf("DHCP (--dhcp %s) needs --interface IF: ingot never answers DHCP on an interface it was not given "+
+			"(pass --dhcp off to run without DHCP)", c.DHCP)
+	}
+	if c.Interface == "" && c.TFTP {
+		return errors.New("TFTP needs --interface IF: ingot binds TFTP only to the boot interface's address " +
+			"(pass --tftp=false to run without TFTP)")
+	}
+	if c.DHCP == "full" && len(c.Pools) == 0 {
+		return errors.New("--dhcp full needs at least one --pool SUBNET,START-END (or --dhcp proxy beside the site's DHCP server)")
+	}
+	if c.Data == "" {
+		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	return nil
+}

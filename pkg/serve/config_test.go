@@ -1,0 +1,207 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestLoadPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ingot.yaml")
+	os.WriteFile(file, []byte(`
+interface: br-file
+data: /srv/file
+http_addr: ":9000"
+dhcp: proxy
+pool: ["10.1.0.0/24,10.1.0.10-10.1.0.20"]
+lease_time: 2h
+tftp: true
+log_level: debug
+`), 0o644)
+	jsonFile := filepath.Join(dir, "ingot.json")
+	os.WriteFile(jsonFile, []byte(`{"interface": "br-json", "tftp": false}`), 0o644)
+
+	base := func(mod func(*Config)) Config {
+		c := Defaults()
+		mod(&c)
+		if c.DB == "" {
+			c.DB = filepath.Join(c.Data, "ingot.db")
+		}
+		if c.BootDir == "" {
+			c.BootDir = filepath.Join(c.Data, "boot")
+		}
+		return c
+	}
+	tests := map[string]struct {
+		args []string
+		env  map[string]string
+		want Config
+	}{
+		"defaults": {
+			want: base(func(c *Config) {}),
+		},
+		"file over defaults": {
+			args: []string{"--config", file},
+			want: base(func(c *Config) {
+				c.Config, c.Interface, c.Data, c.HTTPAddr, c.DHCP = file, "br-file", "/srv/file", ":9000", "proxy"
+				c.Pools, c.LeaseTime, c.LogLevel = []string{"10.1.0.0/24,10.1.0.10-10.1.0.20"}, 2*time.Hour, "debug"
+			}),
+		},
+		"json file": {
+			args: []string{"--config", jsonFile},
+			want: base(func(c *Config) { c.Config, c.Interface, c.TFTP = jsonFile, "br-json", false }),
+		},
+		"env over file, config path from env": {
+			env: map[string]string{"INGOT_CONFIG": file, "INGOT_INTERFACE": "br-env", "INGOT_POOL": "10.2.0.0/24,10.2.0.5-10.2.0.6;10.3.0.0/24,10.3.0.5-10.3.0.6", "INGOT_TFTP": "false"},
+			want: base(func(c *Config) {
+				c.Config, c.Interface, c.Data, c.HTTPAddr, c.DHCP = file, "br-env", "/srv/file", ":9000", "proxy"
+				c.Pools = []string{"10.2.0.0/24,10.2.0.5-10.2.0.6", "10.3.0.0/24,10.3.0.5-10.3.0.6"}
+				c.LeaseTime, c.LogLevel, c.TFTP = 2*time.Hour, "debug", false
+			}),
+		},
+		"flags over env over file": {
+			args: []string{"--config", file, "--interface", "br-flag", "--pool", "10.4.0.0/24,10.4.0.5-10.4.0.6", "--tftp=true", "--db", "/x.db"},
+			env:  map[string]string{"INGOT_INTERFACE": "br-env", "INGOT_POOL": "10.2.0.0/24,10.2.0.5-10.2.0.6", "INGOT_TFTP": "false", "INGOT_HTTP_ADDR": ":7000"},
+			want: base(func(c *Config) {
+				c.Config, c.Interface, c.Data, c.HTTPAddr, c.DHCP = file, "br-flag", "/srv/file", ":7000", "proxy"
+				c.Pools, c.DB = []string{"10.4.0.0/24,10.4.0.5-10.4.0.6"}, "/x.db"
+				c.LeaseTime, c.LogLevel, c.TFTP = 2*time.Hour, "debug", true
+			}),
+		},
+		"repeated pool flags append": {
+			args: []string{"--pool", "a", "--pool", "b"},
+			want: base(func(c *Config) { c.Pools = []string{"a", "b"} }),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := Load(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Load (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.yaml")
+	os.WriteFile(typo, []byte("intreface: br0\n"), 0o644)
+	none := func(string) string { return "" }
+	if _, err := Load([]string{"--config", typo}, none, io.Discard); err == nil || !strings.Contains(err.Error(), "intreface") {
+		t.Errorf("unknown file key: %v, want an error naming it", err)
+	}
+	if _, err := Load([]string{"--config", filepath.Join(dir, "missing.yaml")}, none, io.Discard); err == nil {
+		t.Error("missing config file accepted")
+	}
+	if _, err := Load(nil, func(k string) string { return map[string]string{"INGOT_LEASE_TIME": "soon"}[k] }, io.Discard); err == nil || !strings.Contains(err.Error(), "INGOT_LEASE_TIME") {
+		t.Errorf("bad env value: %v, want an error naming INGOT_LEASE_TIME", err)
+	}
+	if _, err := Load([]string{"-h"}, none, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+	if _, err := Load([]string{"stray"}, none, io.Discard); err == nil {
+		t.Error("stray argument accepted")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Defaults()
+	ok.Interface, ok.Pools = "br0", []string{"10.0.0.0/24,10.0.0.10-10.0.0.20"}
+	tests := map[string]struct {
+		mod  func(*Config)
+		want string // substring of the error; "" = valid
+	}{
+		"valid":                   {mod: func(c *Config) {}},
+		"dhcp without interface":  {mod: func(c *Config) { c.Interface = "" }, want: "DHCP (--dhcp full) needs --interface"},
+		"proxy without interface": {mod: func(c *Config) { c.Interface, c.DHCP = "", "proxy" }, want: "needs --interface"},
+		"tftp without interface":  {mod: func(c *Config) { c.Interface, c.DHCP = "", "off" }, want: "TFTP needs --interface"},
+		"http only":               {mod: func(c *Config) { c.Interface, c.DHCP, c.TFTP = "", "off", false }},
+		"bad mode":                {mod: func(c *Config) { c.DHCP = "maybe" }, want: "expected full, proxy or off"},
+		"full without pool":       {mod: func(c *Config) { c.Pools = nil }, want: "--pool"},
+		"bad unknown":             {mod: func(c *Config) { c.Unknown = "boot" }, want: "discover or ignore"},
+	}
+	for name, tc := range tests {
+		c := ok
+		tc.mod(&c)
+		err := c.Validate()
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: Validate() = %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestResolveServerIP(t *testing.T) {
+	addrs := func(name string) ([]netip.Addr, error) {
+		switch name {
+		case "br0":
+			return []netip.Addr{netip.MustParseAddr("10.77.0.1"), netip.MustParseAddr("10.78.0.1")}, nil
+		case "empty":
+			return nil, nil
+		}
+		return nil, errors.New("no such interface")
+	}
+	tests := map[string]struct {
+		ifname, given, want, err string
+	}{
+		"first address":          {ifname: "br0", want: "10.77.0.1"},
+		"given, on interface":    {ifname: "br0", given: "10.78.0.1", want: "10.78.0.1"},
+		"given, other interface": {ifname: "br0", given: "192.168.1.1", err: "not an address of interface br0"},
+		"interface without ipv4": {ifname: "empty", err: "no IPv4 address"},
+		"missing interface":      {ifname: "nope", err: "no such interface"},
+		"http only":              {want: "invalid IP"},
+		"http only, given":       {given: "10.0.0.1", want: "10.0.0.1"},
+		"not an address":         {ifname: "br0", given: "br0", err: "expected an IPv4"},
+	}
+	for name, tc := range tests {
+		got, err := resolveServerIP(tc.ifname, tc.given, addrs)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: error %v, want %q", name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got.String() != tc.want {
+			t.Errorf("%s: got %v, %v; want %s", name, got, err, tc.want)
+		}
+	}
+}
+
+func TestSupervise(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	stopped := make(chan string, 10)
+	waiter := func(name string) service {
+		return service{name, func(ctx context.Context) error { <-ctx.Done(); stopped <- name; return nil }}
+	}
+	boom := service{"boom", func(ctx context.Context) error { return errors.New("bind failed") }}
+	err := supervise(context.Background(), log, []service{waiter("a"), boom, waiter("b")})
+	if err == nil || err.Error() != "boom: bind failed" {
+		t.Fatalf("supervise = %v, want boom: bind failed", err)
+	}
+	if len(stopped) != 2 {
+		t.Fatalf("%d services stopped, want 2", len(stopped))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	if err := supervise(ctx, log, []service{waiter("a"), waiter("b")}); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	quitter := service{"quitter", func(ctx context.Context) error { return nil }}
+	if err := supervise(context.Background(), log, []service{waiter("a"), quitter}); err == nil || !strings.Contains(err.Error(), "unexpectedly") {
+		t.Fatalf("service that stopped on its own: %v", err)
+	}
+}

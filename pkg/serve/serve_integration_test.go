@@ -1,0 +1,179 @@
+//go:build integration
+
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/netns"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+)
+
+// ingotBin returns $INGOT_BIN or builds cmd/ingot into a temp dir.
+func ingotBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("INGOT_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	root, _ := os.Getwd()
+	for !fileExists(filepath.Join(root, "go.mod")) {
+		if root == "/" {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		root = filepath.Dir(root)
+	}
+	bin := filepath.Join(t.TempDir(), "ingot")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ingot")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building ingot: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// bootNS makes a namespace with a boot interface d0 = 10.80.0.1/24 (a
+// bridge: the dummy module is not always available).
+func bootNS(t *testing.T) *netns.NS {
+	t.Helper()
+	ns := netnstest.New(t, "serve")
+	if err := ns.AddBridge(context.Background(), "d0", "10.80.0.1/24"); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestIntegrationServeProcess(t *testing.T) {
+	netnstest.Need(t, "curl", "ss")
+	bin := ingotBin(t)
+	ns := bootNS(t)
+	data := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stderr syncBuf
+	cmd := ns.Command(context.Background(), bin, "serve", "--interface", "d0", "--data", data,
+		"--pool", "10.80.0.0/24,10.80.0.100-10.80.0.200", "--http-addr", "10.80.0.1:8080", "--log-level", "debug")
+	cmd.Stderr = &stderr
+	if err := ns.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if t.Failed() {
+			t.Logf("ingot serve stderr:\n%s", stderr.String())
+		}
+	}()
+
+	up := false
+	for i := 0; i < 100 && !up; i++ {
+		select {
+		case err := <-exited:
+			t.Fatalf("ingot serve exited early: %v", err)
+		default:
+		}
+		out, err := ns.Run(ctx, "curl", "-sf", "http://10.80.0.1:8080/healthz")
+		up = err == nil && string(out) == "ok\n"
+		if !up {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if !up {
+		t.Fatal("/healthz did not answer ok within 20s")
+	}
+	// TFTP: the Debian iPXE binary, bound to the interface address only.
+	if fileExists("/usr/lib/ipxe/undionly.kpxe") {
+		got, err := ns.Run(ctx, "curl", "-sSf", "--tftp-blksize", "1468", "tftp://10.80.0.1/undionly.kpxe")
+		want, _ := os.ReadFile("/usr/lib/ipxe/undionly.kpxe")
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Errorf("tftp undionly.kpxe: %v, %d bytes, want %d", err, len(got), len(want))
+		}
+	}
+	socks, _ := ns.Run(ctx, "ss", "-Hluna")
+	if !strings.Contains(string(socks), "10.80.0.1:69 ") {
+		t.Errorf("TFTP not bound to 10.80.0.1:69:\n%s", socks)
+	}
+	if strings.Contains(string(socks), "0.0.0.0:69 ") {
+		t.Errorf("TFTP bound to the wildcard address:\n%s", socks)
+	}
+	script, _ := ns.Run(ctx, "curl", "-sS", "http://10.80.0.1:8080/ipxe?mac=52:54:00:aa:bb:cc&arch=bios")
+	if !strings.HasPrefix(string(script), "#!ipxe\n") {
+		t.Errorf("/ipxe did not answer a script: %q", script)
+	}
+	metrics, _ := ns.Run(ctx, "curl", "-sS", "http://10.80.0.1:8080/metrics")
+	for _, want := range []string{`ingot_tftp_transfers_total{result="ok"} 1`, `ingot_http_requests_total{code="200",route="ipxe"} 1`} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("ingot serve after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ingot serve still running 30s after SIGTERM")
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(stderr.String(), "ingot stopped") {
+		t.Errorf("no graceful stop logged:\n%s", stderr.String())
+	}
+}
+
+func TestIntegrationServeRefusals(t *testing.T) {
+	netnstest.Need(t)
+	bin := ingotBin(t)
+	ns := bootNS(t)
+	data := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tests := map[string]struct {
+		args []string
+		want string
+	}{
+		"dhcp without interface":  {[]string{"--data", data}, "needs --interface"},
+		"proxy without interface": {[]string{"--data", data, "--dhcp", "proxy"}, "needs --interface"},
+		"server ip of another interface": {[]string{"--data", data, "--interface", "d0", "--dhcp", "proxy",
+			"--server-ip", "10.81.0.1", "--http-addr", "127.0.0.1:0"}, "not an address of interface d0"},
+		"interface missing": {[]string{"--data", data, "--interface", "nope0", "--dhcp", "proxy", "--http-addr", "127.0.0.1:0"}, "nope0"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, err := ns.Command(ctx, bin, append([]string{"serve"}, tc.args...)...).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+				t.Fatalf("ingot serve %v: %v, want a non-zero exit\n%s", tc.args, err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("message %q lacks %q", out, tc.want)
+			}
+		})
+	}
+}
