@@ -127,7 +127,15 @@ func TestBootOverride(t *testing.T) {
 }
 
 func TestPower(t *testing.T) {
-	b, url := startBMC(t, "dmtf-public-tower", vbmc.Faults{})
+	// The tower allows GracefulShutdown and PowerCycle; the Cray blade only
+	// On, ForceOff and Off, so off is forced and cycle is ForceOff then On.
+	for _, mockup := range []string{"dmtf-public-tower", "hpe-cray-ex235n-a100"} {
+		t.Run(mockup, func(t *testing.T) { testPower(t, mockup) })
+	}
+}
+
+func testPower(t *testing.T, mockup string) {
+	b, url := startBMC(t, mockup, vbmc.Faults{})
 	c := dial(t, testConfig(url))
 	defer closeAndCheckSessions(t, c, b)
 	ctx := ctxT(t)

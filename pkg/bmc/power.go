@@ -119,7 +119,9 @@ func (c *Client) PowerOff(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.wrap("power off: waiting for Off", c.waitPower(ctx, schemas.OffPowerState))
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.PowerOffTimeout)
+	defer cancel()
+	return c.wrap("power off: waiting for Off after ForceOff", c.waitPower(wctx, schemas.OffPowerState))
 }
 
 // PowerCycle power-cycles a running system (PowerCycle, ForceRestart, or
@@ -140,7 +142,10 @@ func (c *Client) PowerCycle(ctx context.Context) error {
 	if _, err := c.reset(ctx, "power cycle: off", sys, schemas.ForceOffResetType); err != nil {
 		return err
 	}
-	if err := c.waitPower(ctx, schemas.OffPowerState); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.PowerOffTimeout)
+	err = c.waitPower(wctx, schemas.OffPowerState)
+	cancel()
+	if err != nil {
 		return c.wrap("power cycle: waiting for Off", err)
 	}
 	if sys, err = c.system(ctx); err != nil {
