@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -56,13 +57,30 @@ func start(t testing.TB, mockup string, mod func(*Config)) (*BMC, *client) {
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := New(cfg)
+	b, err := newBMC(cfg, loadCached(t, cfg.Root))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)
 	return b, &client{t: t, base: srv.URL, user: testUser, pass: testPass, hc: srv.Client()}
+}
+
+// trees caches loaded mockups across tests (a tree is read-only and shared,
+// as in a Fleet), which keeps the race-detector run short.
+var trees sync.Map
+
+func loadCached(t testing.TB, root string) *tree {
+	t.Helper()
+	if tr, ok := trees.Load(root); ok {
+		return tr.(*tree)
+	}
+	tr, err := loadTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trees.Store(root, tr)
+	return tr
 }
 
 // client is a tiny Redfish client for tests: basic auth unless token is set.

@@ -82,6 +82,8 @@ func (b *BMC) drive(ctx context.Context, tr transition, target string) error {
 	ctx = ctxOrBackground(ctx)
 	if tr.graceful {
 		go func() {
+			b.driving.Lock()
+			defer b.driving.Unlock()
 			if err := powerOff(ctx, be, true); err != nil {
 				b.log.Warn("graceful power off", "bmc", b.String(), "err", err)
 				return
@@ -94,6 +96,8 @@ func (b *BMC) drive(ctx context.Context, tr transition, target string) error {
 		}()
 		return nil
 	}
+	b.driving.Lock()
+	defer b.driving.Unlock()
 	if tr.off {
 		if err := powerOff(ctx, be, false); err != nil {
 			return fmt.Errorf("powering off: %w", err)

@@ -70,6 +70,8 @@ type BMC struct {
 	faults *faulter
 	stuck  map[string]bool
 
+	driving sync.Mutex // serializes Backend power changes
+
 	mu       sync.Mutex
 	overlay  map[string]map[string]any // resources this BMC changed
 	etags    map[string]string         // entity tags of overlay resources
