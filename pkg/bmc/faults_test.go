@@ -140,3 +140,21 @@ func TestHungBMCTimesOut(t *testing.T) {
 		})
 	}
 }
+
+func TestDroppedConnectionsAreRetried(t *testing.T) {
+	// 20% of connections closed without an answer: reads are retried and
+	// the inventory is whole.
+	const name = "dmtf-public-rackmount1"
+	b, url := startBMC(t, name, vbmc.Faults{DropConn: 0.2})
+	cfg := testConfig(url)
+	cfg.Retries = 10
+	c := dial(t, cfg)
+	inv, err := c.Inventory(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAndCheckSessions(t, c, b)
+	if len(inv.Problems) != 0 || inv.Power.Watts != 344 {
+		t.Errorf("inventory under dropped connections: %d W, problems %v", inv.Power.Watts, inv.Problems)
+	}
+}

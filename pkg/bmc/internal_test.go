@@ -203,6 +203,20 @@ func TestRetryPolicyAndBackoff(t *testing.T) {
 			t.Errorf("%s: retry = %v, want %v", name, got, tc.want)
 		}
 	}
+	post := context.WithValue(ctx, postKey{}, true)
+	for name, tc := range map[string]struct {
+		resp *http.Response
+		err  error
+		want bool
+	}{
+		"POST 503":                {resp(503), nil, true},
+		"POST refused":            {nil, syscall.ECONNREFUSED, true},
+		"POST reset (maybe sent)": {nil, syscall.ECONNRESET, false},
+	} {
+		if got, _ := retryPolicy(post, tc.resp, tc.err); got != tc.want {
+			t.Errorf("%s: retry = %v, want %v", name, got, tc.want)
+		}
+	}
 	b := backoff(time.Second)
 	if got := []time.Duration{b(0, 0, 0, nil), b(0, 0, 1, nil), b(0, 0, 2, nil), b(0, 0, 7, nil)}; !cmp.Equal(got,
 		[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}) {

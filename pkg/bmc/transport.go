@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -75,6 +77,9 @@ type checker struct {
 }
 
 func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/Actions/") {
+		req = req.WithContext(context.WithValue(req.Context(), postKey{}, true))
+	}
 	resp, err := c.next.RoundTrip(req)
 	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 		return resp, err
@@ -98,9 +103,16 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// postKey marks an action POST (Reset, InsertMedia ...) in the request
+// context: it must not run twice. (A session login is retried: a duplicate
+// session expires on the BMC, a failed login fails the whole command.)
+type postKey struct{}
+
 // retryPolicy retries connection errors, 5xx (but 501), 409 and 429. It never
 // retries a read timeout (a hung BMC stays hung; the caller hears about it
-// within one read timeout) nor a canceled context.
+// within one read timeout), a certificate that does not verify, a canceled
+// context, nor an action whose connection failed after it may have been sent
+// (only a refused connection is retried: a reset run twice restarts twice).
 func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
@@ -108,6 +120,9 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	if err != nil {
 		var be *Error
 		if errors.As(err, &be) && be.Kind == KindTimeout || isCertError(err) {
+			return false, err
+		}
+		if post, _ := ctx.Value(postKey{}).(bool); post && !errors.Is(err, syscall.ECONNREFUSED) {
 			return false, err
 		}
 		if k := wrapErr("", "", err).(*Error).Kind; k == KindUnreachable || k == KindOther || k == KindBadResponse {
