@@ -37,6 +37,9 @@ type Config struct {
 	HTTPAddr  string `yaml:"http_addr"`
 	LogLevel  string `yaml:"log_level"`
 
+	RA       bool   `yaml:"ra"`
+	RAPrefix string `yaml:"ra_prefix"`
+
 	DHCP      string        `yaml:"dhcp"`
 	Pools     []string      `yaml:"pool"`
 	LeaseTime time.Duration `yaml:"lease_time"`
@@ -62,6 +65,7 @@ func Defaults() Config {
 		Data:             "/var/lib/ingot",
 		HTTPAddr:         ":8080",
 		LogLevel:         "info",
+		RA:               true,
 		DHCP:             "full",
 		LeaseTime:        time.Hour,
 		Unknown:          "discover",
@@ -87,6 +91,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (boot scripts, artifacts, metrics, API)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.BoolVar(&c.RA, "ra", c.RA, "answer IPv6 router solicitations on --interface with a ULA prefix, no default route (iPXE otherwise waits ~14 s)")
+	fs.StringVar(&c.RAPrefix, "ra-prefix", c.RAPrefix, "IPv6 /64 advertised by --ra (default fd00:696e:676f:7400::/64)")
 	fs.StringVar(&c.DHCP, "dhcp", c.DHCP, "DHCP mode: full, proxy or off")
 	fs.Var(listValue{&c.Pools, new(bool)}, "pool", "DHCP pool SUBNET,START-END[,router=IP][,dns=IP+IP][,domain=NAME][,lease=1h] (repeat, or separate with ';')")
 	fs.DurationVar(&c.LeaseTime, "lease-time", c.LeaseTime, "default DHCP lease time")

@@ -19,6 +19,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
+	"github.com/ingot-dev/ingot/pkg/boot/ra"
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -105,6 +106,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if dsvc != nil {
 		services = append(services, *dsvc)
 	}
+	if rsvc := newRA(cfg, d); rsvc != nil {
+		services = append(services, *rsvc)
+	}
 	if cfg.TFTP {
 		t, err := tftp.New(tftp.Config{
 			Addr:         netip.AddrPortFrom(serverIP, uint16(cfg.TFTPPort)).String(),
@@ -187,6 +191,33 @@ func newDHCP(cfg Config, d Deps, serverIP netip.Addr, publicURL string) (*servic
 		return nil, err
 	}
 	return &service{"dhcp", srv.Serve}, nil
+}
+
+// newRA builds the router advertisement responder on the boot interface.
+// It is an optimisation (iPXE boots ~14 s faster), so a host without IPv6
+// or raw sockets runs without it, with a warning.
+func newRA(cfg Config, d Deps) *service {
+	if !cfg.RA || cfg.Interface == "" {
+		return nil
+	}
+	var prefix netip.Prefix
+	if cfg.RAPrefix != "" {
+		p, err := netip.ParsePrefix(cfg.RAPrefix)
+		if err != nil {
+			d.Logger.Warn("no router advertisements: --ra-prefix", "err", err)
+			return nil
+		}
+		prefix = p
+	}
+	r, err := ra.New(ra.Config{Interface: cfg.Interface, Prefix: prefix, Logger: d.Logger.With("service", "ra")})
+	if err == nil {
+		err = r.Listen()
+	}
+	if err != nil {
+		d.Logger.Warn("no router advertisements: iPXE will wait ~14 s for IPv6 before booting", "err", err)
+		return nil
+	}
+	return &service{"ra", r.Serve}
 }
 
 // httpService serves mux on ln until ctx ends, then drains for up to 10s.

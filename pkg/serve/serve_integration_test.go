@@ -142,6 +142,9 @@ func TestIntegrationServeProcess(t *testing.T) {
 		t.Fatal("ingot serve still running 30s after SIGTERM")
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(stderr.String(), "msg=\"router advertisements\"") {
+		t.Errorf("router advertisement responder not started:\n%s", stderr.String())
+	}
 	if !strings.Contains(stderr.String(), "ingot stopped") {
 		t.Errorf("no graceful stop logged:\n%s", stderr.String())
 	}
