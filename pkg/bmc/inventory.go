@@ -245,7 +245,7 @@ func readEthernet(s *schemas.ComputerSystem, r *reading) []machine.NIC {
 
 func readStorage(s *schemas.ComputerSystem, r *reading) []machine.Disk {
 	if link(s.RawData, "Storage") == "" {
-		return nil
+		return readSimpleStorage(s, r)
 	}
 	stores, err := s.Storage()
 	r.problem(s.ODataID+"/Storage", err)
@@ -264,6 +264,25 @@ func readStorage(s *schemas.ComputerSystem, r *reading) []machine.Disk {
 	var out []machine.Disk
 	for _, d := range perStore {
 		out = append(out, d...)
+	}
+	return out
+}
+
+// readSimpleStorage reads the older SimpleStorage (DMTF rackmount1 has only
+// that): its Devices are the disks.
+func readSimpleStorage(s *schemas.ComputerSystem, r *reading) []machine.Disk {
+	if link(s.RawData, "SimpleStorage") == "" {
+		return nil
+	}
+	ss, err := s.SimpleStorage()
+	r.problem(s.ODataID+"/SimpleStorage", err)
+	var out []machine.Disk
+	for _, st := range ss {
+		for _, d := range st.Devices {
+			if disk, ok := normSimpleDevice(d); ok {
+				out = append(out, disk)
+			}
+		}
 	}
 	return out
 }

@@ -158,6 +158,19 @@ func normDrive(d *schemas.Drive) machine.Disk {
 	}
 }
 
+// normSimpleDevice keeps present SimpleStorage devices.
+func normSimpleDevice(d schemas.Device) (machine.Disk, bool) {
+	if d.Status.State == schemas.AbsentState {
+		return machine.Disk{}, false
+	}
+	return machine.Disk{
+		Name:      d.Name,
+		Model:     strings.TrimSpace(d.Model),
+		SizeBytes: int64(deref(d.CapacityBytes)),
+		Health:    string(d.Status.Health),
+	}, true
+}
+
 func normPowerControl(pcs []schemas.PowerControl) machine.Power {
 	var pw machine.Power
 	for _, pc := range pcs {
