@@ -8,13 +8,26 @@
 // are answered, concurrent transfers are bounded, and every transfer is
 // logged and counted.
 //
-// Library limits (pin/tftp v3.1.0), see also README.md of this package:
-//   - blksize is clamped to the receiving interface's MTU - 28 (IPv4) inside
-//     the library, with no option to lift it. That clamp keeps blocks from
-//     being IP-fragmented, which is what we want; SetBlockSize only lowers it.
-//   - windowsize (RFC 7440) is not negotiated: unknown options are dropped from
-//     the OACK, so clients (EDK2 asks windowsize 4) fall back to lock-step,
-//     which RFC 7440 allows.
+// Library limits (pin/tftp v3.1.0):
+//   - blksize is clamped inside the library to the receiving interface's
+//     MTU - 28 (IPv4), with no option to lift it; SetBlockSize can only lower
+//     it. The clamp keeps blocks from being IP-fragmented, which is what we
+//     want on a boot network, so we leave it (MaxBlockSize caps it further).
+//   - windowsize (RFC 7440) is not negotiated: the sender drops every option
+//     but blksize and tsize from the OACK, so clients (EDK2 asks windowsize 4)
+//     fall back to lock-step, which RFC 7440 allows. It cannot be added from
+//     outside: the sender, its options and OACK packing are unexported, and
+//     ReadFrom is the only entry point. The library's "anticipate" mode is not
+//     a substitute: it sends a window without negotiating and then waits for
+//     an ACK of every block, while an RFC 7440 client ACKs only the last block
+//     of each window, so it would stall on timeouts. Adding it means patching
+//     sender.go (a fork or upstream change, ~150 lines): accept "windowsize"
+//     in sendOptions and echo min(asked, server max) in the OACK; send w
+//     blocks, then wait for one ACK n meaning "all blocks up to n", slide to
+//     n+1 modulo 2^16 (rollover), resend from n+1 on timeout or on an ACK of
+//     an earlier block; finish on the short block's ACK.
+//   - every TFTP error is sent with code 1 (the library's abort), whatever
+//     the cause; the message says "access violation" or "file not found".
 package tftp
 
 import (
