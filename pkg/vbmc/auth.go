@@ -62,6 +62,10 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, msgUnauthorized())
 		return
 	}
+	if lim := b.cfg.MaxSessions; lim > 0 && len(b.sessions) >= lim {
+		writeError(w, http.StatusBadRequest, msgSessionLimit(lim))
+		return
+	}
 	b.nextSess++
 	s := &session{id: fmt.Sprintf("%d", b.nextSess), token: newToken(), user: user}
 	b.sessions[s.token] = s

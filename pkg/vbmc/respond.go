@@ -121,6 +121,12 @@ func msgUnavailable() message {
 		[]string{"1"}, "Critical", "Wait for the indicated retry duration and retry the operation."}
 }
 
+func msgSessionLimit(limit int) message {
+	return message{"Base.1.0.SessionLimitExceeded",
+		fmt.Sprintf("The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation (%d).", limit),
+		nil, "Critical", "Reduce the number of other sessions before trying to establish the session or increase the limit of simultaneous sessions (if supported)."}
+}
+
 func msgBusy(limit int) message {
 	return message{"Base.1.0.ServiceTemporarilyUnavailable",
 		fmt.Sprintf("The service is busy: more than %d requests at once. Retry in 1 seconds.", limit),

@@ -33,6 +33,10 @@ type Config struct {
 	Backend Backend
 	// Faults are injected into every request.
 	Faults Faults
+	// MaxSessions refuses logins beyond this many open sessions (400
+	// Base.1.0.SessionLimitExceeded), as BMCs that lock out clients leaking
+	// sessions do; 0 means no limit.
+	MaxSessions int
 	// StuckBIOS names BIOS attributes that "refuse to stick": their pending
 	// values are dropped at the reset instead of applied, as on BMCs that
 	// accept a setting and silently ignore it.

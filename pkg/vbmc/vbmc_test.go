@@ -171,3 +171,20 @@ func TestMethodNotAllowed(t *testing.T) {
 	c.do(http.MethodPatch, "/redfish/v1/Nope", map[string]any{}).want(t, 404, "PATCH missing")
 	c.do(http.MethodDelete, "/redfish/v1/Systems", nil).want(t, 405, "DELETE Systems")
 }
+
+// A client that leaks sessions is locked out at MaxSessions, as on real BMCs,
+// until it logs one out.
+func TestMaxSessions(t *testing.T) {
+	_, c := start(t, "gigabyte-ami-h262-z63", func(cfg *Config) { cfg.MaxSessions = 2 })
+	login := func() reply {
+		return c.do(http.MethodPost, sessionsPath, map[string]any{"UserName": testUser, "Password": testPass})
+	}
+	first := login().want(t, 201, "login 1")
+	login().want(t, 201, "login 2")
+	r := login().want(t, 400, "login 3")
+	if !slices.Equal(errorMessageIDs(r.body), []string{"Base.1.0.SessionLimitExceeded"}) {
+		t.Errorf("body %s", r.raw)
+	}
+	c.do(http.MethodDelete, first.header.Get("Location"), nil).want(t, 204, "logout 1")
+	login().want(t, 201, "login after a logout")
+}
