@@ -158,3 +158,22 @@ func TestDroppedConnectionsAreRetried(t *testing.T) {
 		t.Errorf("inventory under dropped connections: %d W, problems %v", inv.Power.Watts, inv.Problems)
 	}
 }
+
+func TestCallContextCancelsInFlightRequest(t *testing.T) {
+	// gofish keeps the context it connected with; each call must still be
+	// bounded by its own ctx. The BMC hangs; the read timeout is long; the
+	// call's 200 ms deadline ends it.
+	b, url := startBMC(t, "dmtf-public-rackmount1", vbmc.Faults{Hang: []string{"/redfish/v1/Systems/437XR1138R2"}})
+	c := dial(t, testConfig(url)) // ReadTimeout 10 s
+	defer closeAndCheckSessions(t, c, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.PowerState(ctx)
+	if !bmc.IsKind(err, bmc.KindTimeout) {
+		t.Fatalf("err = %v, want KindTimeout", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("call took %v, want about its 200 ms deadline", took)
+	}
+}
