@@ -1,0 +1,71 @@
+package serve
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// TestRunHTTPOnly runs the whole wiring with DHCP and TFTP off on loopback:
+// the boot routes and a mounted extra route answer, and cancelling the
+// context stops Run cleanly.
+func TestRunHTTPOnly(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(filepath.Join(dir, "ingot.db"), store.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	arts, _ := artifact.Open(filepath.Join(dir, "artifacts"))
+	cfg := Defaults()
+	cfg.Data, cfg.DHCP, cfg.TFTP, cfg.HTTPAddr = dir, "off", false, "127.0.0.1:0"
+	cfg.BootDir, cfg.IPXEDir = filepath.Join(dir, "boot"), filepath.Join(dir, "ipxe")
+	ready := make(chan Addrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, Deps{
+			Store: st, Artifacts: arts,
+			Recipes: func(n string) (*recipe.Recipe, error) { return nil, store.ErrNotFound },
+			Mount: []func(*http.ServeMux){func(m *http.ServeMux) {
+				m.HandleFunc("GET /api/v1/ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
+			}},
+			Ready: func(a Addrs) { ready <- a },
+		})
+	}()
+	var addrs Addrs
+	select {
+	case addrs = <-ready:
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	}
+	base := "http://" + addrs.HTTP.String()
+	for path, want := range map[string]string{"/healthz": "ok\n", "/api/v1/ping": "pong", "/metrics": "go_goroutines"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s: %d %.80q, want %q", path, resp.StatusCode, b, want)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run after cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not stop within 15s of cancel")
+	}
+}
