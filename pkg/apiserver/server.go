@@ -38,7 +38,8 @@ type Config struct {
 	// RecipeNames lists the recipes the server knows.
 	RecipeNames func() []string
 	// BaseURL is how machines reach this server (http://10.77.0.1:8080):
-	// image URLs in agent tasks are built from it.
+	// image URLs in agent tasks are built from it. Empty: the address the
+	// agent itself used (the request's Host).
 	BaseURL string
 	// DiscoveryTTL bounds machine tokens issued without a job (default 1h).
 	DiscoveryTTL time.Duration
@@ -418,7 +419,7 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 		img := rc.OS.Image
 		url := img.URL
 		if url == "" {
-			url = s.baseURL + "/artifacts/sha256/" + img.SHA256
+			url = s.base(r) + "/artifacts/sha256/" + img.SHA256
 		}
 		out.Image = api.Image{URL: url, SHA256: img.SHA256, Format: img.Format}
 		for _, d := range rc.Hardware.Disks {
@@ -550,4 +551,12 @@ func (s *Server) firstBootMachine(r *http.Request) (string, error) {
 		return "", errorf(http.StatusForbidden, "first boot: no machine with MAC %s", mac)
 	}
 	return m.ID, nil
+}
+
+// base is the URL machines reach this server at.
+func (s *Server) base(r *http.Request) string {
+	if s.baseURL != "" {
+		return s.baseURL
+	}
+	return "http://" + r.Host
 }

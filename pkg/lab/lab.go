@@ -18,8 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -31,7 +29,7 @@ const (
 	Bridge    = "br0"
 	ServerIP  = "10.77.0.1"
 	cidr      = ServerIP + "/24"
-	poolSpec  = "10.77.0.0/24,10.77.0.100,10.77.0.200"
+	poolSpec  = "10.77.0.0/24,10.77.0.100-10.77.0.200"
 	httpPort  = 8080
 	bmcPort0  = 9001
 	bmcUser   = "admin"
@@ -72,6 +70,7 @@ type State struct {
 	Accel     string   `json:"accel"`
 	VMs       []VM     `json:"vms"`
 	Pids      []int    `json:"pids"`
+	ServePid  int      `json:"serve_pid"`
 	Artifacts Pins     `json:"artifacts"`
 	Recipe    string   `json:"recipe"`
 	Binary    string   `json:"binary"`
@@ -300,41 +299,25 @@ func stopPid(pid int) {
 	_ = p.Signal(syscall.SIGKILL)
 }
 
-// Kill SIGKILLs the serve process (tests of crash recovery) and forgets it.
+// KillServe SIGKILLs ingot serve (crash-recovery tests); StartServe
+// starts it again on the same data.
 func (l *Lab) KillServe() error {
-	if l.State.ServeArgs == nil || len(l.State.Pids) == 0 {
-		return errors.New("lab: serve is not running")
-	}
-	pid := l.servePid()
+	pid := l.State.ServePid
 	if pid == 0 {
 		return errors.New("lab: serve is not running")
 	}
-	// `ip netns exec` execs the binary, so the pid is ingot's own.
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return err
+		return fmt.Errorf("killing serve (pid %d): %w", pid, err)
 	}
 	for i := 0; i < 50 && syscall.Kill(pid, 0) == nil; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
-	l.dropPid(pid)
-	return l.save()
-}
-
-func (l *Lab) servePid() int {
-	b, err := os.ReadFile(filepath.Join(l.cfg.Dir, "serve.pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
-}
-
-func (l *Lab) dropPid(pid int) {
 	var keep []int
 	for _, p := range l.State.Pids {
 		if p != pid {
 			keep = append(keep, p)
 		}
 	}
-	l.State.Pids = keep
+	l.State.Pids, l.State.ServePid = keep, 0
+	return l.save()
 }

@@ -41,7 +41,7 @@ func (l *Lab) start(ctx context.Context) error {
 	}
 	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
 		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
-		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--pid-file", filepath.Join(l.cfg.Dir, "serve.pid")}
+		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--discovery-cmdline", "console=ttyS0"}
 	if err := l.StartServe(ctx); err != nil {
 		return err
 	}
@@ -50,7 +50,13 @@ func (l *Lab) start(ctx context.Context) error {
 
 // StartServe starts `ingot serve` in the namespace and waits for its API.
 func (l *Lab) StartServe(ctx context.Context) error {
-	if _, err := l.spawn("serve", l.State.ServeArgs...); err != nil {
+	pid, err := l.spawn("serve", l.State.ServeArgs...)
+	if err != nil {
+		return err
+	}
+	// `ip netns exec` execs ingot in place: the pid is serve's own.
+	l.State.ServePid = pid
+	if err := l.save(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -81,13 +87,19 @@ func (l *Lab) importArtifacts(ctx context.Context, data string) error {
 		return err
 	}
 	p := l.State.Artifacts
-	for _, f := range []struct{ path, sha string }{{p.Kernel, p.KernelSHA256}, {p.Initrd, p.InitrdSHA256}, {p.Image, p.ImageSHA256}} {
+	for _, f := range []struct{ path, sha, name string }{
+		{p.Kernel, p.KernelSHA256, "agent-vmlinuz"}, {p.Initrd, p.InitrdSHA256, "agent-initrd"}, {p.Image, p.ImageSHA256, "lab.raw.zst"},
+	} {
 		ref, err := st.PutFile(ctx, f.path)
 		if err != nil {
 			return fmt.Errorf("importing %s: %w", f.path, err)
 		}
 		if ref.SHA256 != f.sha {
 			return fmt.Errorf("importing %s: sha256 %s, expected %s", f.path, ref.SHA256, f.sha)
+		}
+		// The names are what serve's discovery defaults and the recipe use.
+		if err := st.SetName(f.name, f.sha); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -136,8 +148,8 @@ func (l *Lab) pin(b []byte) ([]byte, error) {
 	img["sha256"], img["format"] = p.ImageSHA256, "raw.zst"
 	agent := sub(osec, "agent")
 	k, i := sub(agent, "kernel"), sub(agent, "initrd")
-	k["sha256"], k["path"] = p.KernelSHA256, "lab-agent-vmlinuz"
-	i["sha256"], i["path"] = p.InitrdSHA256, "lab-agent-initrd"
+	k["sha256"], k["path"] = p.KernelSHA256, "agent-vmlinuz"
+	i["sha256"], i["path"] = p.InitrdSHA256, "agent-initrd"
 	if l.cfg.Mutate != nil {
 		l.cfg.Mutate(r)
 	}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/ingot-dev/ingot/pkg/apiserver"
+	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/bmc"
+	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/drift"
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// provisioning is the engine and its API, wired for `ingot serve`.
+type provisioning struct {
+	engine *engine.Engine
+	api    *apiserver.Server
+}
+
+// newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
+// each machine's reference, drift from pkg/drift) and the API on top of it.
+func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
+	names func() []string, publicURL string, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
+	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
+		return dialMachineBMC(ctx, m, getenv, log)
+	}
+	e, err := engine.New(engine.Config{
+		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: arts, Logger: log.With("service", "engine"),
+		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
+			var out []engine.Finding
+			for _, f := range drift.Check(inv, r) {
+				out = append(out, engine.Finding{Severity: string(f.Severity), Part: f.Part, Message: f.String()})
+			}
+			return out
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Recipes: recipes, RecipeNames: names,
+		BaseURL: publicURL, Logger: log.With("service", "api")})
+	if err != nil {
+		return nil, err
+	}
+	return &provisioning{engine: e, api: api}, nil
+}
+
+// mount adds the API routes to serve's HTTP mux.
+func (p *provisioning) mount(mux *http.ServeMux) { p.api.Register(mux) }
+
+// dialMachineBMC opens a Redfish session to a machine's BMC with the
+// credentials its reference names.
+func dialMachineBMC(ctx context.Context, m *machine.Machine, getenv func(string) string, log *slog.Logger) (engine.BMC, error) {
+	if m.BMC.Endpoint == "" {
+		return nil, fmt.Errorf("machine %s has no BMC endpoint", m.Name)
+	}
+	user, pass, err := credential.Resolve(m.BMC.CredentialRef, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
+	}
+	c, err := bmc.Dial(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
+		Insecure: m.BMC.Insecure, Logger: log.With("bmc", m.BMC.Endpoint)})
+	if err != nil {
+		return nil, err
+	}
+	return engineBMC{c}, nil
+}
+
+// engineBMC adapts *bmc.Client to engine.BMC.
+type engineBMC struct{ c *bmc.Client }
+
+func (b engineBMC) PowerCycle(ctx context.Context) error { return b.c.PowerCycle(ctx) }
+func (b engineBMC) SetBootOverride(ctx context.Context, target, uri string, once bool) error {
+	return b.c.SetBootOverride(ctx, target, uri, once)
+}
+func (b engineBMC) ApplyBIOS(ctx context.Context, attrs map[string]any) error {
+	_, err := b.c.ApplyBIOS(ctx, attrs)
+	return err
+}
+func (b engineBMC) VerifyBIOS(ctx context.Context, want map[string]any) ([]string, error) {
+	ms, err := b.c.VerifyBIOS(ctx, want)
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.String())
+	}
+	return out, err
+}
+func (b engineBMC) Close() error { return b.c.Close() }
