@@ -60,13 +60,14 @@ type DialFunc func(ctx context.Context, cfg Config) (*Client, error)
 // Client is an authenticated connection to one BMC. It is safe for
 // concurrent use; Close logs out its session.
 type Client struct {
-	cfg   Config
-	log   *slog.Logger
-	lim   *limiter
-	http  *http.Client
-	mu    sync.Mutex
-	api   *gofish.APIClient
-	basic bool // authenticated with HTTP basic (the BMC offered no sessions)
+	cfg    Config
+	log    *slog.Logger
+	lim    *limiter
+	http   *http.Client
+	mu     sync.Mutex
+	api    *gofish.APIClient
+	basic  bool   // authenticated with HTTP basic (the BMC offered no sessions)
+	sysURI string // the System power/boot/BIOS act on, once found
 }
 
 func (cfg *Config) defaults() {

@@ -4,38 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"time"
 
+	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
 // system returns the System power, boot and BIOS act on: Config.SystemID,
-// else the first in the Systems collection.
+// else the first in the Systems collection. Its URI is found once and
+// remembered, so polling costs one GET.
 func (c *Client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	api, err := c.gf(ctx)
 	if err != nil {
 		return nil, err
 	}
-	systems, err := api.Service.Systems()
-	if len(systems) == 0 && err == nil {
-		err = &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Err: errors.New("the Systems collection is empty")}
+	c.mu.Lock()
+	uri := c.sysURI
+	c.mu.Unlock()
+	if uri == "" {
+		if uri, err = c.findSystem(api); err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.sysURI = uri
+		c.mu.Unlock()
 	}
-	if len(systems) == 0 {
-		return nil, c.wrap("reading /redfish/v1/Systems", err)
+	sys, err := schemas.GetComputerSystem(api, uri)
+	return sys, c.wrap("reading "+uri, err)
+}
+
+// findSystem picks the System's URI from the Systems collection.
+func (c *Client) findSystem(api *gofish.APIClient) (string, error) {
+	col, err := schemas.GetCollection(api, "/redfish/v1/Systems")
+	if err != nil {
+		return "", c.wrap("reading /redfish/v1/Systems", err)
+	}
+	if len(col.ItemLinks) == 0 {
+		return "", &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "reading /redfish/v1/Systems",
+			Err: errors.New("the Systems collection is empty")}
 	}
 	if c.cfg.SystemID == "" {
-		return systems[0], nil
+		return col.ItemLinks[0], nil
 	}
-	var ids []string
-	for _, s := range systems {
-		if s.ID == c.cfg.SystemID {
-			return s, nil
+	for _, l := range col.ItemLinks {
+		if path.Base(l) == c.cfg.SystemID {
+			return l, nil
 		}
-		ids = append(ids, s.ID)
 	}
-	return nil, &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "choosing the system",
-		Err: fmt.Errorf("system %q not found; the BMC has %v", c.cfg.SystemID, ids)}
+	return "", &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "choosing the system",
+		Err: fmt.Errorf("system %q not found; the BMC has %v", c.cfg.SystemID, col.ItemLinks)}
 }
 
 // PowerState returns the system's power state: On, Off, PoweringOn, ...
