@@ -93,3 +93,42 @@ func TestServeSelfSignedTLS(t *testing.T) {
 		t.Errorf("Serve: %v", err)
 	}
 }
+
+// When Serve's context ends, hung requests end with it and Serve returns.
+func TestServeEndsHungRequests(t *testing.T) {
+	b, err := newBMC(Config{Root: filepath.Join(mockupDir(t), "dmtf-public-tower"), Faults: Faults{Hang: []string{"/redfish/v1/Systems"}}},
+		loadCached(t, filepath.Join(mockupDir(t), "dmtf-public-tower")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, ln, b, nil) }()
+	got := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/redfish/v1/Systems")
+		if err == nil {
+			resp.Body.Close()
+		}
+		got <- err
+	}()
+	eventually(t, "the request to hang", func() bool { return b.inFlight.Load() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still running 10 s after its context ended")
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hung client never got an answer or an error")
+	}
+}

@@ -188,3 +188,30 @@ func TestMaxSessions(t *testing.T) {
 	c.do(http.MethodDelete, first.header.Get("Location"), nil).want(t, 204, "logout 1")
 	login().want(t, 201, "login after a logout")
 }
+
+// HEAD answers the headers of GET without a body.
+func TestHead(t *testing.T) {
+	_, c := start(t, "dmtf-public-tower", nil)
+	r := c.do(http.MethodHead, "/redfish/v1/Systems", nil).want(t, 200, "HEAD")
+	if len(r.raw) != 0 || r.header.Get("ETag") == "" || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+		t.Errorf("HEAD: body %d bytes, headers %v", len(r.raw), r.header)
+	}
+}
+
+// A mockup's settings object starts equal to the current attributes: no
+// pending change is invented from the capture.
+func TestSettingsObjectStartsClean(t *testing.T) {
+	b, c := start(t, "dmtf-public-rackmount1", nil)
+	sys := "/redfish/v1/Systems/437XR1138R2"
+	cur := c.get(sys + "/Bios")["Attributes"]
+	if diff := cmp.Diff(cur, c.get(sys + "/Bios/Settings")["Attributes"]); diff != "" {
+		t.Errorf("settings object differs from current (-current +settings):\n%s", diff)
+	}
+	if p := b.PendingBIOS(sys); len(p) != 0 {
+		t.Errorf("pending at start: %v", p)
+	}
+	c.do(http.MethodPost, sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceRestart"}).want(t, 204, "restart")
+	if diff := cmp.Diff(cur, c.get(sys + "/Bios")["Attributes"]); diff != "" {
+		t.Errorf("a reset without pending settings changed the BIOS:\n%s", diff)
+	}
+}
