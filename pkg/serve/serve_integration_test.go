@@ -3,15 +3,12 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,34 +16,6 @@ import (
 	"github.com/ingot-dev/ingot/pkg/netns"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
-
-// ingotBin returns $INGOT_BIN or builds cmd/ingot into a temp dir.
-func ingotBin(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("INGOT_BIN"); b != "" {
-		abs, err := filepath.Abs(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return abs
-	}
-	root, _ := os.Getwd()
-	for !fileExists(filepath.Join(root, "go.mod")) {
-		if root == "/" {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		root = filepath.Dir(root)
-	}
-	bin := filepath.Join(t.TempDir(), "ingot")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ingot")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building ingot: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // bootNS makes a namespace with a boot interface d0 = 10.80.0.1/24 (a
 // bridge: the dummy module is not always available).
@@ -58,14 +27,6 @@ func bootNS(t *testing.T) *netns.NS {
 	}
 	return ns
 }
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func TestIntegrationServeProcess(t *testing.T) {
 	netnstest.Need(t, "curl", "ss")
