@@ -1,0 +1,164 @@
+//go:build integration
+
+package imagewrite
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// benchImage writes a 1 GiB disk-like raw image: 40% zero runs, 35%
+// text-like blocks with scattered changes, 15% low-entropy bytes, 10%
+// random, in 1 MiB blocks, so zstd -3 compresses it well but not trivially.
+func benchImage(b *testing.B, path string, size int) {
+	b.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(7, 9))
+	text := make([]byte, 64<<10)
+	for i := 0; i < len(text); {
+		i += copy(text[i:], "Nov 29 12:00:01 node systemd[1]: Started session-1234.scope - Session of user root.\n")
+	}
+	blk := make([]byte, 1<<20)
+	for off := 0; off < size; off += len(blk) {
+		clear(blk)
+		switch r := rng.IntN(100); {
+		case r < 40: // zeros
+		case r < 75:
+			for i := 0; i < len(blk); i += len(text) {
+				copy(blk[i:], text)
+			}
+			for i := 0; i < len(blk); i += 48 + rng.IntN(32) {
+				blk[i] = byte(rng.Uint32())
+			}
+		case r < 90:
+			for i := 0; i+8 <= len(blk); i += 8 {
+				x := rng.Uint64() & 0x0f0f0f0f0f0f0f0f
+				for k := 0; k < 8; k++ {
+					blk[i+k] = byte(x >> (8 * k))
+				}
+			}
+		default:
+			for i := 0; i+8 <= len(blk); i += 8 {
+				x := rng.Uint64()
+				for k := 0; k < 8; k++ {
+					blk[i+k] = byte(x >> (8 * k))
+				}
+			}
+		}
+		if _, err := f.Write(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkImageWrite compares the agent's write (HTTP -> zstd -> sha256 ->
+// file, fsync) with `curl -s URL | zstd -d | dd of=FILE bs=4M conv=fsync`
+// on the same 1 GiB image (zstd -3) from the same loopback HTTP server
+// (net/http FileServer), in three interleaved rounds; the fastest of each
+// side counts. Also reports the CPU-time ratio, steadier on a busy machine.
+// Reports agent/curl-zstd-dd = curl pipeline time / agent time (goal >= 1.2).
+func BenchmarkImageWrite(b *testing.B) {
+	for _, p := range []string{"curl", "zstd", "dd", "sh"} {
+		if _, err := exec.LookPath(p); err != nil {
+			b.Skipf("needs %s", p)
+		}
+	}
+	dir := b.TempDir()
+	raw := filepath.Join(dir, "img.raw")
+	const size = 1 << 30
+	benchImage(b, raw, size)
+	if out, err := exec.Command("zstd", "-3", "-T0", "-q", "-f", raw, "-o", raw+".zst").CombinedOutput(); err != nil {
+		b.Fatalf("zstd: %v: %s", err, out)
+	}
+	os.Remove(raw)
+	zf, err := os.Open(raw + ".zst")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := sha256.New()
+	zsize, _ := io.Copy(h, zf)
+	zf.Close()
+	sum := hex.EncodeToString(h.Sum(nil))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	url := "http://" + ln.Addr().String() + "/img.raw.zst"
+	out := filepath.Join(dir, "out.img")
+
+	var direct bool
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	// agent returns wall time and CPU time (this process: the write plus the
+	// in-process HTTP server's share, which the pipeline side does not pay).
+	agent := func() (time.Duration, time.Duration) {
+		os.Remove(out)
+		c0, start := cpu(), time.Now()
+		t, err := OpenTarget(out, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct = t.Direct
+		res, err := Write(context.Background(), t, Options{URL: url, SHA256: sum, Format: "raw.zst", Size: zsize})
+		t.Close()
+		if err != nil || res.Written != size {
+			b.Fatalf("agent write: %v (%+v)", err, res)
+		}
+		return time.Since(start), cpu() - c0
+	}
+	// pipeline returns wall time and the CPU time of sh and its children.
+	pipeline := func() (time.Duration, time.Duration) {
+		os.Remove(out)
+		start := time.Now()
+		cmd := exec.Command("sh", "-c", `curl -sSf "$1" | zstd -d -q | dd of="$2" bs=4M conv=fsync status=none`, "sh", url, out)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("curl | zstd -d | dd: %v: %s", err, o)
+		}
+		d := time.Since(start)
+		if st, err := os.Stat(out); err != nil || st.Size() != size {
+			b.Fatalf("pipeline wrote %v bytes (%v)", st.Size(), err)
+		}
+		return d, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Interleaved rounds; the fastest of each side counts (this machine
+		// is shared, so the slower runs measure the neighbours).
+		ta, tc := time.Duration(1<<62), time.Duration(1<<62)
+		ca, cc := ta, tc
+		for r := 0; r < 3; r++ {
+			w, c := pipeline()
+			tc, cc = min(tc, w), min(cc, c)
+			w, c = agent()
+			ta, ca = min(ta, w), min(ca, c)
+		}
+		b.ReportMetric(tc.Seconds()/ta.Seconds(), "agent/curl-zstd-dd")
+		b.ReportMetric(cc.Seconds()/ca.Seconds(), "cpu-agent/curl-zstd-dd")
+		b.ReportMetric(float64(size)/ta.Seconds()/1e6, "agent-MB/s")
+		b.ReportMetric(float64(size)/tc.Seconds()/1e6, "curl-zstd-dd-MB/s")
+		b.Logf("image %d bytes raw, %d zstd -3; agent %v wall %v CPU (O_DIRECT %v), curl|zstd -d|dd %v wall %v CPU",
+			size, zsize, ta, ca, direct, tc, cc)
+	}
+}
