@@ -10,7 +10,6 @@
 package vbmc
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -336,12 +335,6 @@ func (b *BMC) notAllowed(w http.ResponseWriter, r *http.Request, p string) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// ctxOrBackground keeps backend calls alive past a closed request when the
-// effect (a powered-on VM) must outlive it.
-func ctxOrBackground(ctx context.Context) context.Context {
-	return context.WithoutCancel(ctx)
-}
 
 // String names the BMC for logs and errors.
 func (b *BMC) String() string { return fmt.Sprintf("vbmc(%s)", b.cfg.Root) }
