@@ -498,3 +498,54 @@ func TestParsePool(t *testing.T) {
 		})
 	}
 }
+
+// Concurrent exchanges never hand one address to two clients, and every
+// ACK is in the store.
+func TestHandleConcurrentUnique(t *testing.T) {
+	st := newFakeStore()
+	cfg := baseConfig()
+	cfg.Store = st
+	cfg.Pools[0].End = netip.MustParseAddr("10.77.0.250") // 151 addresses for 200 clients
+	h, err := NewHandler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	acks := make(chan [2]string, n)
+	errc := make(chan error, n)
+	for i := range n {
+		go func() {
+			mac := fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff)
+			offer, err := h.Handle(context.Background(), pkt(mac, dhcpv4.MessageTypeDiscover), Meta{Port: 67})
+			if err != nil || offer == nil {
+				errc <- err
+				return
+			}
+			s := &scn{ip: map[string]net.IP{mac: offer.YourIPAddr}}
+			ack, err := h.Handle(context.Background(), selecting(mac, "10.77.0.1")(s), Meta{Port: 67})
+			if err == nil && ack != nil && ack.MessageType() == dhcpv4.MessageTypeAck {
+				acks <- [2]string{mac, ack.YourIPAddr.String()}
+			}
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	close(acks)
+	owner := map[string]string{}
+	for a := range acks {
+		if o, dup := owner[a[1]]; dup {
+			t.Errorf("%s ACKed to %s and %s", a[1], o, a[0])
+		}
+		owner[a[1]] = a[0]
+		if l, err := st.LeaseByMAC(context.Background(), a[0]); err != nil || l.IP.String() != a[1] {
+			t.Errorf("ACK %s -> %s not in the store: %+v %v", a[0], a[1], l, err)
+		}
+	}
+	if len(owner) != 151 { // the range is exhausted: the other 49 get no offer
+		t.Errorf("%d addresses handed out, want all 151 of the range", len(owner))
+	}
+}
