@@ -74,6 +74,14 @@ func TestIntegrationServeProcess(t *testing.T) {
 			t.Errorf("tftp undionly.kpxe: %v, %d bytes, want %d", err, len(got), len(want))
 		}
 	}
+	// HTTP boot clients get ipxe.efi over HTTP; on Debian it is a symlink
+	// into /boot, allowed by --boot-link-targets' default.
+	if want, err := os.ReadFile("/usr/lib/ipxe/ipxe.efi"); err == nil {
+		got, err := ns.Run(ctx, "curl", "-sSf", "http://10.80.0.1:8080/boot/ipxe.efi")
+		if err != nil || sha256.Sum256(got) != sha256.Sum256(want) {
+			t.Errorf("/boot/ipxe.efi: %v, %d bytes, want %d", err, len(got), len(want))
+		}
+	}
 	socks, _ := ns.Run(ctx, "ss", "-Hluna")
 	if !strings.Contains(string(socks), "10.80.0.1:69 ") {
 		t.Errorf("TFTP not bound to 10.80.0.1:69:\n%s", socks)
