@@ -33,7 +33,7 @@ func ParseCompression(s string) (Compression, error) {
 }
 
 // Compress writes the compressed form of raw to w. Output is deterministic:
-// gzip with an empty header (no name, mtime 0) at the default level; zstd
+// gzip with an empty header (no name, mtime 0) at the default level (6); zstd
 // single-threaded at the default level.
 func Compress(w io.Writer, raw []byte, c Compression) error {
 	switch c {
@@ -41,7 +41,7 @@ func Compress(w io.Writer, raw []byte, c Compression) error {
 		_, err := w.Write(raw)
 		return err
 	case Gzip, "":
-		zw, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+		zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 		if err != nil {
 			return err
 		}

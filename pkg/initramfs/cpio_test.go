@@ -224,7 +224,9 @@ func TestBuildReproducible(t *testing.T) {
 	var kernelRoot string
 	if m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root/.complete"); len(m) > 0 {
 		kernelRoot = filepath.Dir(m[0])
-		spec.KernelPkgDir, spec.Modules = kernelRoot, DefaultModules
+		// A small set keeps this fast under -race; the integration test
+		// builds the full DefaultModules set.
+		spec.KernelPkgDir, spec.Modules = kernelRoot, []string{"virtio_net", "e1000"}
 	} else {
 		t.Log("no unpacked kernel in /var/cache/ingot/kernel: building without modules")
 	}
@@ -259,7 +261,7 @@ func TestBuildReproducible(t *testing.T) {
 	}
 	if kernelRoot != "" {
 		list := strings.Fields(string(files[ModulesList].Data))
-		if d := cmp.Diff(ra.Modules, list); d != "" || len(list) < 20 {
+		if d := cmp.Diff(ra.Modules, list); d != "" || len(list) < 5 {
 			t.Errorf("%s (-result +file), %d modules:\n%s", ModulesList, len(list), d)
 		}
 		for _, p := range list {
