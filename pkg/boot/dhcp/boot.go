@@ -29,6 +29,8 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 	}
 	mac := req.ClientHWAddr.String()
 	switch {
+	case c.IPXE && h.cfg.HTTPBase == "":
+		return // no script URL to give (warned at start)
 	case c.IPXE:
 		// iPXE gets its script over HTTP, never the first stage again:
 		// that would chainload iPXE forever (reproduced, shared/LAB.md).
@@ -43,6 +45,9 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 			return
 		}
 		if !strings.HasPrefix(f, "http://") && !strings.HasPrefix(f, "https://") {
+			if h.cfg.HTTPBase == "" {
+				return // no URL to give (warned at start)
+			}
 			f = h.cfg.HTTPBase + "/boot/" + f
 		}
 		setFile(r, f)

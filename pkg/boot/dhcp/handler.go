@@ -59,6 +59,9 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if cfg.Mode != ModeOff && !cfg.ServerIP.Is4() {
 		return nil, errors.New("dhcp: server IP must be set to an IPv4 address of the served interface")
 	}
+	if cfg.Mode != ModeOff && cfg.HTTPBase == "" {
+		cfg.Logger.Warn("dhcp has no HTTP base URL: iPXE and UEFI HTTP boot clients get no boot file")
+	}
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err
@@ -211,6 +214,9 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 
 // release ends the client's lease (RFC 2131 §4.3.4). No reply.
 func (h *Handler) release(ctx context.Context, req *dhcpv4.DHCPv4) error {
+	if sid := addr(req.ServerIdentifier()); sid.IsValid() && sid != h.cfg.ServerIP {
+		return nil // released at another server
+	}
 	mac := req.ClientHWAddr.String()
 	l, err := h.leaseByMAC(ctx, mac)
 	if err != nil || l == nil || l.IP != addr(req.ClientIPAddr) || l.State != StateBound {
