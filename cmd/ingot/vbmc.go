@@ -47,6 +47,7 @@ type vbmcFlags struct {
 	hang, stuckBIOS         string
 	maxInFlight             int
 	maxSessions             int
+	sessionTimeout          time.Duration
 	tlsCert, tlsKey         string
 	tlsSelfSigned           bool
 	tlsCertOut              string
@@ -73,6 +74,7 @@ func parseVBMCFlags(e *env, args []string) (*vbmcFlags, error) {
 	fs.Float64Var(&f.fail503, "fail503", 0, "probability (0..1) of answering 503 with Retry-After")
 	fs.Float64Var(&f.drop, "drop", 0, "probability (0..1) of closing the connection without an answer")
 	fs.StringVar(&f.hang, "hang", "", "comma-separated path `PREFIXES` that never answer (e.g. /redfish/v1/Systems)")
+	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, "end sessions idle this long (`DURATION`); 0: never")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "refuse logins beyond `N` open sessions (like BMCs that lock out leaky clients); 0: no limit")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "answer 503 (busy) beyond `N` requests at once per BMC; 0: no limit")
 	fs.StringVar(&f.stuckBIOS, "stuck-bios", "", "comma-separated BIOS `ATTRIBUTES` that refuse to stick at the reset")
@@ -188,10 +190,11 @@ func (f *vbmcFlags) config(log *slog.Logger, i int) vbmc.Config {
 		Password: f.password,
 		Faults: vbmc.Faults{Latency: f.latency, Error503: f.fail503, DropConn: f.drop, Hang: f.hangList,
 			MaxInFlight: f.maxInFlight},
-		StuckBIOS:   f.stuckBIOSList,
-		MaxSessions: f.maxSessions,
-		Logger:      log,
-		Seed:        f.seed + int64(i),
+		StuckBIOS:      f.stuckBIOSList,
+		MaxSessions:    f.maxSessions,
+		SessionTimeout: f.sessionTimeout,
+		Logger:         log,
+		Seed:           f.seed + int64(i),
 	}
 }
 

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // session is one login (POST SessionService/Sessions).
 type session struct {
 	id, token, user string
+	used            time.Time // last request with the token
 }
 
 // authorize accepts an X-Auth-Token of an open session or basic credentials
@@ -25,7 +27,7 @@ func (b *BMC) authorize(w http.ResponseWriter, r *http.Request) bool {
 	b.mu.Lock()
 	ok := false
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
-		_, ok = b.sessions[tok]
+		ok = b.useSession(tok)
 	} else if u, p, has := r.BasicAuth(); has {
 		ok = b.checkPassword(u, p)
 	}
@@ -35,6 +37,29 @@ func (b *BMC) authorize(w http.ResponseWriter, r *http.Request) bool {
 		writeError(w, http.StatusUnauthorized, msgUnauthorized())
 	}
 	return ok
+}
+
+// useSession reports whether tok names a live session and marks it used;
+// a session idle past Config.SessionTimeout is deleted instead. b.mu held.
+func (b *BMC) useSession(tok string) bool {
+	s, ok := b.sessions[tok]
+	if !ok {
+		return false
+	}
+	now := b.cfg.Now()
+	if t := b.cfg.SessionTimeout; t > 0 && now.Sub(s.used) > t {
+		b.dropSession(s)
+		return false
+	}
+	s.used = now
+	return true
+}
+
+// dropSession deletes a session and its resource. b.mu held.
+func (b *BMC) dropSession(s *session) {
+	delete(b.sessions, s.token)
+	b.put(sessionsPath+"/"+s.id, nil)
+	b.syncSessions()
 }
 
 // checkPassword reports whether user exists with password p. b.mu held.
@@ -67,7 +92,7 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b.nextSess++
-	s := &session{id: fmt.Sprintf("%d", b.nextSess), token: newToken(), user: user}
+	s := &session{id: fmt.Sprintf("%d", b.nextSess), token: newToken(), user: user, used: b.cfg.Now()}
 	b.sessions[s.token] = s
 	loc := sessionsPath + "/" + s.id
 	doc := map[string]any{
@@ -89,11 +114,9 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 func (b *BMC) logout(w http.ResponseWriter, p string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for tok, s := range b.sessions {
+	for _, s := range b.sessions {
 		if sessionsPath+"/"+s.id == p {
-			delete(b.sessions, tok)
-			b.put(p, nil)
-			b.syncSessions()
+			b.dropSession(s)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -36,6 +36,11 @@ type Config struct {
 	// Base.1.0.SessionLimitExceeded), as BMCs that lock out clients leaking
 	// sessions do; 0 means no limit.
 	MaxSessions int
+	// SessionTimeout ends sessions idle this long (the next request with
+	// the token gets 401, as on real BMCs); 0 keeps them until deleted.
+	SessionTimeout time.Duration
+	// Now is the clock for session timeouts (default time.Now).
+	Now func() time.Time
 	// StuckBIOS names BIOS attributes that "refuse to stick": their pending
 	// values are dropped at the reset instead of applied, as on BMCs that
 	// accept a setting and silently ignore it.
@@ -119,6 +124,9 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 		creds:    map[string]string{},
 		sessions: map[string]*session{},
 		pending:  map[string]map[string]any{},
+	}
+	if b.cfg.Now == nil {
+		b.cfg.Now = time.Now
 	}
 	for _, a := range cfg.StuckBIOS {
 		b.stuck[a] = true

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -213,5 +215,26 @@ func TestSettingsObjectStartsClean(t *testing.T) {
 	c.do(http.MethodPost, sys+"/Actions/ComputerSystem.Reset", map[string]any{"ResetType": "ForceRestart"}).want(t, 204, "restart")
 	if diff := cmp.Diff(cur, c.get(sys + "/Bios")["Attributes"]); diff != "" {
 		t.Errorf("a reset without pending settings changed the BIOS:\n%s", diff)
+	}
+}
+
+// An idle session expires after SessionTimeout (on the injected clock).
+func TestSessionTimeout(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	b, c := start(t, "dmtf-public-tower", func(cfg *Config) { cfg.SessionTimeout = time.Minute; cfg.Now = clock })
+	r := c.do(http.MethodPost, sessionsPath, map[string]any{"UserName": testUser, "Password": testPass}).want(t, 201, "login")
+	tc := *c
+	tc.user, tc.token = "", r.header.Get("X-Auth-Token")
+	advance(50 * time.Second)
+	tc.do(http.MethodGet, "/redfish/v1/Systems", nil).want(t, 200, "used within the timeout")
+	advance(50 * time.Second)
+	tc.do(http.MethodGet, "/redfish/v1/Systems", nil).want(t, 200, "idle 50 s since last use")
+	advance(61 * time.Second)
+	tc.do(http.MethodGet, "/redfish/v1/Systems", nil).want(t, 401, "idle past the timeout")
+	if n := b.OpenSessions(); n != 0 {
+		t.Errorf("expired session still counted: %d", n)
 	}
 }
