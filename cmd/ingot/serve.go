@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := e.logger(cfg.LogLevel)
-	recipes, err := loadRecipes(cfg.Recipes)
+	recipes, names, err := loadRecipes(cfg.Recipes)
 	if err != nil {
 		return err
 	}
@@ -43,22 +44,36 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return serve.Run(ctx, cfg, serve.Deps{
+	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, e.getenv, log)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- prov.engine.Run(ctx) }()
+	err = serve.Run(ctx, cfg, serve.Deps{
 		Store:     st,
 		Artifacts: arts,
 		Recipes:   recipes,
+		Tokens:    prov.api,
 		Logger:    log,
-		// Mount: the API adds its handlers here, e.g. []func(*http.ServeMux){api.Register}.
+		Mount:     []func(*http.ServeMux){prov.mount},
 	})
+	cancel()
+	if eerr := <-engineDone; err == nil {
+		err = eerr
+	}
+	return err
 }
 
 // loadRecipes loads the recipes folder once at start; an empty dir means
 // none (machines with a recipe then get an error script).
-func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), error) {
+func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), func() []string, error) {
 	if dir == "" {
 		return func(name string) (*recipe.Recipe, error) {
 			return nil, fmt.Errorf("recipe %s: no --recipes folder configured", name)
-		}, nil
+		}, func() []string { return nil }, nil
 	}
 	set, diags := recipe.LoadDir(dir)
 	if recipe.HasErrors(diags) {
@@ -66,7 +81,7 @@ func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), error) {
 		for _, d := range diags {
 			lines = append(lines, d.String())
 		}
-		return nil, fmt.Errorf("loading recipes from %s:\n%s", dir, strings.Join(lines, "\n"))
+		return nil, nil, fmt.Errorf("loading recipes from %s:\n%s", dir, strings.Join(lines, "\n"))
 	}
 	return func(name string) (*recipe.Recipe, error) {
 		r, ok := set.Get(name)
@@ -74,5 +89,5 @@ func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), error) {
 			return nil, fmt.Errorf("recipe %s: not in %s (have %v)", name, dir, set.Names())
 		}
 		return r, nil
-	}, nil
+	}, set.Names, nil
 }
