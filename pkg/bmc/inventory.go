@@ -289,6 +289,7 @@ func readSimpleStorage(s *schemas.ComputerSystem, r *reading) []machine.Disk {
 
 // chassisPart is what one Chassis contributes.
 type chassisPart struct {
+	id       string
 	psus     []machine.PSU
 	power    machine.Power
 	thermal  machine.Thermal
@@ -305,6 +306,7 @@ func (c *Client) readChassis(api *gofish.APIClient, r *reading) ([]chassisPart, 
 	var fns []func()
 	for i, ch := range chassis {
 		p := &parts[i]
+		p.id = ch.ID
 		fns = append(fns,
 			func() { p.psus, p.power = readPower(ch, r) },
 			func() { p.thermal = readThermal(ch, r) },
@@ -390,6 +392,8 @@ func readThermal(ch *schemas.Chassis, r *reading) machine.Thermal {
 // adapter is one NetworkAdapter with its ports.
 type adapter struct {
 	id, vendor, model, firmware string
+	chassis                     string // Id of the Chassis holding it
+	multi                       bool   // the BMC has more than one Chassis
 	ports                       []machine.NIC
 }
 

@@ -245,6 +245,34 @@ func sensorName(s schemas.SensorArrayExcerpt) string {
 	return firstNonEmpty(s.DeviceName, string(s.PhysicalContext), s.DataSourceURI)
 }
 
+// prefixParts names a System's parts "ID/part".
+func prefixParts(s *systemPart, prefix string) {
+	for i := range s.cpus {
+		s.cpus[i].Socket = prefix + s.cpus[i].Socket
+	}
+	for i := range s.gpus {
+		s.gpus[i].Slot = prefix + s.gpus[i].Slot
+	}
+	for i := range s.dimms {
+		s.dimms[i].Slot = prefix + s.dimms[i].Slot
+	}
+	for i := range s.nics {
+		s.nics[i].Name = prefix + s.nics[i].Name
+	}
+	for i := range s.disks {
+		s.disks[i].Name = prefix + s.disks[i].Name
+	}
+}
+
+// name prefixes a port or adapter name with the adapter's Chassis when the
+// BMC has more than one.
+func (a adapter) name(n string) string {
+	if a.multi && a.chassis != "" {
+		return a.chassis + "/" + n
+	}
+	return n
+}
+
 func normAdapter(na *schemas.NetworkAdapter) adapter {
 	a := adapter{id: na.ID, vendor: strings.TrimSpace(na.Manufacturer), model: na.Model}
 	for _, c := range na.Controllers {
@@ -280,13 +308,17 @@ func normPort(a *adapter, p *schemas.Port) machine.NIC {
 }
 
 // mergeNICs joins the Systems' EthernetInterfaces with the Chassis'
-// NetworkAdapter ports: a port whose MAC (or, without MACs, whose adapter
-// Id) matches an interface enriches it; the others are added.
+// NetworkAdapter ports: a port whose MAC matches an interface enriches it;
+// an adapter without readable ports enriches the interface of the same Id
+// (preferring one under the System named like the adapter's Chassis, as on
+// HPE Cray EX blades: Chassis/Node0 holds Systems/Node0's adapters); the
+// rest are added. Each interface is enriched at most once.
 func mergeNICs(eths []machine.NIC, adapters []adapter) []machine.NIC {
 	out := append([]machine.NIC(nil), eths...)
+	done := make([]bool, len(out))
 	find := func(pred func(machine.NIC) bool) int {
 		for i, n := range out {
-			if pred(n) {
+			if i < len(done) && !done[i] && pred(n) {
 				return i
 			}
 		}
@@ -301,13 +333,18 @@ func mergeNICs(eths []machine.NIC, adapters []adapter) []machine.NIC {
 			n.SpeedMbps = p.SpeedMbps
 		}
 		n.LinkUp = n.LinkUp || p.LinkUp
+		done[i] = true
 	}
 	for _, a := range adapters {
 		if len(a.ports) == 0 {
-			if i := find(func(n machine.NIC) bool { return n.Name == a.id }); i >= 0 {
+			i := find(func(n machine.NIC) bool { return n.Name == a.chassis+"/"+a.id })
+			if i < 0 {
+				i = find(func(n machine.NIC) bool { return n.Name == a.id || strings.HasSuffix(n.Name, "/"+a.id) })
+			}
+			if i >= 0 {
 				enrich(i, a, machine.NIC{})
 			} else {
-				out = append(out, machine.NIC{Name: a.id, Vendor: a.vendor, Model: a.model, Firmware: a.firmware})
+				out = append(out, machine.NIC{Name: a.name(a.id), Vendor: a.vendor, Model: a.model, Firmware: a.firmware})
 			}
 			continue
 		}
@@ -319,6 +356,7 @@ func mergeNICs(eths []machine.NIC, adapters []adapter) []machine.NIC {
 			if i >= 0 {
 				enrich(i, a, p)
 			} else {
+				p.Name = a.name(p.Name)
 				out = append(out, p)
 			}
 		}
@@ -346,11 +384,17 @@ func mergeFirmware(bios, bmcVersion string, inv []machine.Firmware) []machine.Fi
 }
 
 // assemble merges the parts of one read into inv, in Redfish collection
-// order so the result is deterministic.
+// order so the result is deterministic. When the BMC has more than one
+// System (HPE Cray EX blades: Node0, Node1; HGX: host and baseboard), slot
+// and port names are prefixed with the System's Id ("Node1/GPU2").
 func assemble(inv *machine.Inventory, systems []systemPart, chassis []chassisPart, mgr managerPart, fw []machine.Firmware) {
 	var eths []machine.NIC
+	multi := len(systems) > 1
 	for _, s := range systems {
 		sys := s.sys
+		if multi {
+			prefixParts(&s, sys.ID+"/")
+		}
 		if inv.System.Vendor == "" && inv.System.Model == "" && inv.System.Serial == "" {
 			inv.System = machine.System{Vendor: sys.Manufacturer, Model: sys.Model, Serial: sys.SerialNumber,
 				UUID: sys.UUID, BIOSVersion: sys.BiosVersion, PowerState: string(sys.PowerState)}
@@ -369,6 +413,10 @@ func assemble(inv *machine.Inventory, systems []systemPart, chassis []chassisPar
 	}
 	var adapters []adapter
 	for _, c := range chassis {
+		for i := range c.adapters {
+			c.adapters[i].chassis = c.id
+			c.adapters[i].multi = len(chassis) > 1
+		}
 		inv.PSUs = append(inv.PSUs, c.psus...)
 		if inv.Power.Watts == 0 {
 			inv.Power.Watts = c.power.Watts
