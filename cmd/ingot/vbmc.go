@@ -183,7 +183,7 @@ func (f *vbmcFlags) addrs() []string {
 	return out
 }
 
-func (f *vbmcFlags) config(log *slog.Logger, i int) vbmc.Config {
+func (f *vbmcFlags) config(log *slog.Logger) vbmc.Config {
 	return vbmc.Config{
 		Root:     f.mockup,
 		Username: f.user,
@@ -194,7 +194,7 @@ func (f *vbmcFlags) config(log *slog.Logger, i int) vbmc.Config {
 		MaxSessions:    f.maxSessions,
 		SessionTimeout: f.sessionTimeout,
 		Logger:         log,
-		Seed:           f.seed + int64(i),
+		Seed:           f.seed,
 	}
 }
 
@@ -250,22 +250,20 @@ func runVBMC(ctx context.Context, e *env, args []string) error {
 			ln.Close()
 		}
 	}()
-	var bmcs []*vbmc.BMC
+	cfg := f.config(log)
+	if qemu != nil {
+		cfg.Backend = qemu
+	}
+	bmcs, err := vbmc.NewMany(cfg, f.count) // one loaded mockup, N states
+	if err != nil {
+		return fmt.Errorf("vbmc: %w", err)
+	}
 	for i, addr := range f.addrs() {
-		cfg := f.config(log, i)
-		if qemu != nil {
-			cfg.Backend = qemu
-		}
-		b, err := vbmc.New(cfg)
-		if err != nil {
-			return fmt.Errorf("vbmc: %w", err)
-		}
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("vbmc: BMC %d of %d: %w", i+1, f.count, err)
 		}
 		lns = append(lns, ln)
-		bmcs = append(bmcs, b)
 	}
 	for i, ln := range lns {
 		fmt.Fprintf(e.stdout, "%s://%s/redfish/v1  (BMC %d of %d, mockup %s, power %s)\n",

@@ -63,30 +63,44 @@ type Fleet struct {
 	wg     sync.WaitGroup
 }
 
-// StartFleet starts n BMCs from cfg on 127.0.0.1 ephemeral ports. BMC i gets
-// Seed cfg.Seed+i. A Backend drives one machine, so cfg.Backend must be nil
-// when n > 1. Close stops them all.
-func StartFleet(ctx context.Context, n int, cfg Config) (*Fleet, error) {
+// NewMany makes n independent BMCs from cfg that share one loaded mockup
+// tree (each keeps its own state); BMC i gets Seed cfg.Seed+i. A Backend
+// drives one machine, so cfg.Backend must be nil when n > 1.
+func NewMany(cfg Config, n int) ([]*BMC, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("starting virtual BMCs: count %d: expected at least 1", n)
+		return nil, fmt.Errorf("making virtual BMCs: count %d: expected at least 1", n)
 	}
 	if cfg.Backend != nil && n > 1 {
-		return nil, errors.New("starting virtual BMCs: a Backend drives one machine; use count 1 or no Backend")
+		return nil, errors.New("making virtual BMCs: a Backend drives one machine; use count 1 or no Backend")
 	}
 	t, err := loadTree(cfg.Root)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	f := &Fleet{cancel: cancel}
+	out := make([]*BMC, 0, n)
 	for i := range n {
 		c := cfg
 		c.Seed = cfg.Seed + int64(i)
 		b, err := newBMC(c, t)
 		if err != nil {
-			f.Close()
 			return nil, err
 		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// StartFleet starts n BMCs from cfg on 127.0.0.1 ephemeral ports. BMC i gets
+// Seed cfg.Seed+i. A Backend drives one machine, so cfg.Backend must be nil
+// when n > 1. Close stops them all.
+func StartFleet(ctx context.Context, n int, cfg Config) (*Fleet, error) {
+	bmcs, err := NewMany(cfg, n)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &Fleet{cancel: cancel}
+	for i, b := range bmcs {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			f.Close()
