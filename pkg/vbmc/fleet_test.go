@@ -41,6 +41,9 @@ func TestStartFleet(t *testing.T) {
 	if _, err := StartFleet(t.Context(), 2, Config{Root: cfg.Root, Backend: &QEMU{}}); err == nil {
 		t.Error("a fleet shared one Backend")
 	}
+	if _, err := StartFleet(t.Context(), 0, cfg); err == nil {
+		t.Error("a fleet of 0 BMCs started")
+	}
 }
 
 // StartMany + stop: the ports close.
