@@ -66,7 +66,8 @@ func runBMC(ctx context.Context, e *env, args []string) error {
 type bmcFlags struct {
 	endpoint, user, passwordFile, cred, ca, output, logLevel string
 	insecure                                                 bool
-	timeout, powerOffTimeout                                 time.Duration
+	timeout, powerOffTimeout, retryWait                      time.Duration
+	retries                                                  int
 }
 
 func addBMCFlags(fs *flag.FlagSet) *bmcFlags {
@@ -79,6 +80,8 @@ func addBMCFlags(fs *flag.FlagSet) *bmcFlags {
 	fs.BoolVar(&f.insecure, "insecure", false, "do not verify the BMC's TLS certificate (lab only)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up on the whole command after this long")
 	fs.DurationVar(&f.powerOffTimeout, "power-off-timeout", 5*time.Minute, "graceful shutdown time before forcing off")
+	fs.IntVar(&f.retries, "retries", 5, "retries of a failed request (5xx, 409, connection errors); 0: none")
+	fs.DurationVar(&f.retryWait, "retry-wait", 4*time.Second, "first wait between retries (doubles, capped at 4x)")
 	fs.StringVar(&f.output, "o", "table", "output format: table or json")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "debug, info, warn or error")
 	return f
@@ -87,7 +90,10 @@ func addBMCFlags(fs *flag.FlagSet) *bmcFlags {
 // config turns the flags into a bmc.Config, resolving the password.
 func (f *bmcFlags) config(e *env) (bmc.Config, error) {
 	cfg := bmc.Config{Endpoint: f.endpoint, Username: f.user, CAFile: f.ca, Insecure: f.insecure,
-		PowerOffTimeout: f.powerOffTimeout, Logger: e.logger(f.logLevel)}
+		PowerOffTimeout: f.powerOffTimeout, Logger: e.logger(f.logLevel), Retries: f.retries, RetryWait: f.retryWait}
+	if f.retries == 0 {
+		cfg.Retries = -1 // bmc.Config: 0 means the default
+	}
 	if f.output != "table" && f.output != "json" {
 		return cfg, fmt.Errorf("-o %q: expected table or json", f.output)
 	}

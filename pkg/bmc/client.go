@@ -203,7 +203,7 @@ func (c *Client) connect(ctx context.Context, password string) (*gofish.APIClien
 		// A session without a token is useless; log it out and use basic auth.
 		c.logout(api)
 	}
-	sessErr := wrapErr(c.cfg.Endpoint, "dial: creating a session", err)
+	sessErr := wrapErr(c.cfg.Endpoint, "dial: reading the service root and creating a session", err)
 	if err != nil && (IsKind(sessErr, KindTimeout) || IsKind(sessErr, KindUnreachable) || IsKind(sessErr, KindCanceled)) {
 		return nil, false, sessErr
 	}
