@@ -132,3 +132,31 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// FuzzClassify: any options a client sends classify without panicking, and
+// Bootable agrees with Reasons.
+func FuzzClassify(f *testing.F) {
+	f.Add([]byte("PXEClient:Arch:00007:UNDI:003000"), []byte{0, 7}, []byte("iPXE"), []byte{1, 3, 16}, make([]byte, 17))
+	f.Add([]byte("HTTPClient"), []byte{0, 16}, []byte{4, 'i', 'P', 'X', 'E'}, []byte{}, []byte{0, 1})
+	f.Add([]byte("PXEClient:Arch:"), []byte{7}, []byte{255, 1}, []byte{2}, []byte{})
+	f.Fuzz(func(t *testing.T, vendor, arch, uc, ndi, uuid []byte) {
+		m, err := dhcpv4.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for code, v := range map[dhcpv4.OptionCode][]byte{dhcpv4.OptionClassIdentifier: vendor,
+			dhcpv4.OptionClientSystemArchitectureType: arch, dhcpv4.OptionUserClassInformation: uc,
+			dhcpv4.OptionClientNetworkInterfaceIdentifier: ndi, dhcpv4.OptionClientMachineIdentifier: uuid} {
+			if len(v) > 0 {
+				m.UpdateOption(dhcpv4.OptGeneric(code, v))
+			}
+		}
+		c := Classify(m)
+		if c.Bootable != (len(c.Reasons) == 0) {
+			t.Fatalf("Bootable %v with reasons %q", c.Bootable, c.Reasons)
+		}
+		if c.Bootable && (c.Arch == "" || c.Firmware == "") {
+			t.Fatalf("bootable without arch/firmware: %+v", c)
+		}
+	})
+}
