@@ -331,7 +331,7 @@ var perfDrops = regexp.MustCompile(`drops: (\d+)`)
 // against ingot and Kea at the same offered rate.
 func BenchmarkDHCPPerfdhcp(b *testing.B) {
 	netnstest.Need(b, "kea-dhcp4", "perfdhcp")
-	offered := envInt("INGOT_PERFDHCP_RATE", 4000)
+	offered := envInt("INGOT_PERFDHCP_RATE", 2000)
 	rate := map[string]float64{}
 	for _, name := range peers("ingot,kea") {
 		srv, load := benchPair(b)

@@ -24,7 +24,11 @@ import (
 )
 
 // Store is the part of store.Store the DHCP server uses. Lookups that find
-// nothing return an error wrapping store.ErrNotFound.
+// nothing return an error wrapping store.ErrNotFound. The handler reads all
+// leases once (ListLeases) into an index it keeps in step with its own
+// commits; per request it reads only MachineByMAC. A store that also has
+// PutLeases(ctx, []store.Lease) []error (store.Bolt) gets each round of the
+// group commit in one transaction.
 type Store interface {
 	LeaseByMAC(ctx context.Context, mac string) (*store.Lease, error)
 	LeaseByIP(ctx context.Context, ip netip.Addr) (*store.Lease, error)
