@@ -47,12 +47,15 @@ func (c *Client) RotatePassword(ctx context.Context, account, newPassword string
 	if err := patchPassword(api, uri, newPassword); err != nil {
 		return c.wrap(op+": setting the new password (the old one is unchanged)", err)
 	}
-	if account != c.cfg.Username {
-		return nil // another account: nothing of ours to re-verify
-	}
 	// Prove the new password before forgetting the old one.
-	probe := &Client{cfg: c.cfg, log: c.log, lim: c.lim, http: c.http}
-	newAPI, _, verr := probe.connect(ctx, newPassword)
+	newAPI, _, verr := c.connect(ctx, account, newPassword)
+	if verr != nil && account != c.cfg.Username {
+		return &Error{Kind: wrapErr("", "", verr).(*Error).Kind, Endpoint: c.cfg.Endpoint, Err: verr,
+			Op: op + ": the new password was set but does not log in; ingot does not know this account's old password, so it was not restored"}
+	}
+	if verr == nil && account != c.cfg.Username {
+		return c.logout(newAPI) // another account: proven, and nothing of ours changes
+	}
 	if verr != nil {
 		// Restore the old password; our session (or basic credentials) still
 		// carries the old identity.

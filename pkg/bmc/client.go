@@ -164,10 +164,10 @@ func newHTTPClient(cfg Config) (*http.Client, *limiter, error) {
 	return &http.Client{Transport: top}, lim, nil
 }
 
-func (c *Client) gofishConfig(basic bool, password string) gofish.ClientConfig {
+func (c *Client) gofishConfig(basic bool, user, password string) gofish.ClientConfig {
 	return gofish.ClientConfig{
 		Endpoint:              c.cfg.Endpoint,
-		Username:              c.cfg.Username,
+		Username:              user,
 		Password:              password,
 		HTTPClient:            c.http,
 		BasicAuth:             basic,
@@ -179,7 +179,7 @@ func (c *Client) gofishConfig(basic bool, password string) gofish.ClientConfig {
 
 // login authenticates c: a session, else basic auth verified by a GET.
 func (c *Client) login(ctx context.Context) error {
-	api, basic, err := c.connect(ctx, c.cfg.Password)
+	api, basic, err := c.connect(ctx, c.cfg.Username, c.cfg.Password)
 	if err != nil {
 		return err
 	}
@@ -189,9 +189,9 @@ func (c *Client) login(ctx context.Context) error {
 	return nil
 }
 
-// connect opens a gofish client with password, session first.
-func (c *Client) connect(ctx context.Context, password string) (*gofish.APIClient, bool, error) {
-	api, err := gofish.ConnectContext(ctx, c.gofishConfig(false, password))
+// connect opens a gofish client as user, session first.
+func (c *Client) connect(ctx context.Context, user, password string) (*gofish.APIClient, bool, error) {
+	api, err := gofish.ConnectContext(ctx, c.gofishConfig(false, user, password))
 	if err == nil {
 		if s, serr := api.GetSession(); serr == nil && s.Token != "" {
 			if verr := c.verify(ctx, api); verr != nil {
@@ -208,7 +208,7 @@ func (c *Client) connect(ctx context.Context, password string) (*gofish.APIClien
 		return nil, false, sessErr
 	}
 	// Fallback for BMCs without a usable SessionService: HTTP basic auth.
-	api, berr := gofish.ConnectContext(ctx, c.gofishConfig(true, password))
+	api, berr := gofish.ConnectContext(ctx, c.gofishConfig(true, user, password))
 	if berr == nil {
 		berr = c.verify(ctx, api)
 	}

@@ -258,3 +258,23 @@ func TestCanceledContext(t *testing.T) {
 		t.Fatalf("err = %v, want KindCanceled", err)
 	}
 }
+
+func TestRotatePasswordOfAnotherAccount(t *testing.T) {
+	b, url := startBMC(t, "gigabyte-ami-h262-z63", vbmc.Faults{})
+	c := dial(t, testConfig(url))
+	ctx := ctxT(t)
+	if err := c.RotatePassword(ctx, "root", "admin-N3W"); err != nil {
+		t.Fatalf("RotatePassword(root): %v", err)
+	}
+	if err := c.RotatePassword(ctx, "nobody", "x"); !bmc.IsKind(err, bmc.KindNotFound) {
+		t.Errorf("rotating an unknown account: %v, want KindNotFound", err)
+	}
+	// Our own login is untouched; the other account logs in with its new password.
+	if _, err := c.PowerState(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closeAndCheckSessions(t, c, b)
+	cfg := testConfig(url)
+	cfg.Username, cfg.Password = "root", "admin-N3W"
+	closeAndCheckSessions(t, dial(t, cfg), b)
+}
