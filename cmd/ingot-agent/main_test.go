@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -59,6 +60,11 @@ type fakeServer struct {
 }
 
 func newFakeServer(t *testing.T, task api.Task, image []byte) *fakeServer {
+	return newFakeServerOn(t, nil, task, image)
+}
+
+// newFakeServerOn serves on ln (nil: a loopback port).
+func newFakeServerOn(t *testing.T, ln net.Listener, task api.Task, image []byte) *fakeServer {
 	f := &fakeServer{token: "tok-1", task: task, image: image}
 	mux := http.NewServeMux()
 	auth := func(h func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
@@ -111,7 +117,12 @@ func newFakeServer(t *testing.T, task api.Task, image []byte) *fakeServer {
 	mux.HandleFunc("GET /images/lab.raw.zst", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "lab.raw.zst", time.Unix(0, 0), bytes.NewReader(f.image))
 	})
-	f.Server = httptest.NewServer(mux)
+	f.Server = httptest.NewUnstartedServer(mux)
+	if ln != nil {
+		f.Server.Listener.Close()
+		f.Server.Listener = ln
+	}
+	f.Server.Start()
 	t.Cleanup(f.Close)
 	return f
 }

@@ -58,6 +58,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			log.Warn("some modules did not load", "err", err)
 		}
 	}
+	if isInit {
+		// The DHCP client's crypto/rand would block on an unseeded CRNG.
+		if credited, err := pid1.EnsureRandom(5 * time.Second); credited || err != nil {
+			con.Mark("kernel random pool was not initialized: credited CPU jitter (give VMs virtio-rng) err=%v", err)
+		}
+	}
 	if o.net {
 		l, err := netup.Up(ctx, netup.Config{Iface: cfg.Iface, ResolvConf: resolvConf(isInit), Logger: log})
 		if err != nil {

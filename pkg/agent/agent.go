@@ -70,7 +70,7 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 		return Outcome{}, a.fail(ctx, api.StepTask, err)
 	}
 	out := Outcome{Task: task, Handoff: task.Handoff}
-	a.Console.Mark("task mode=%s recipe=%s %s image=%s", task.Mode, task.Recipe, task.RecipeVersion, task.Image.URL)
+	a.Console.Mark("task mode=%s recipe=%s version=%s image=%s", task.Mode, task.Recipe, task.RecipeVersion, task.Image.URL)
 
 	inv := a.Inventory(ctx)
 	if err := a.API.Inventory(ctx, inv); err != nil {

@@ -58,3 +58,13 @@ func TestFindKernelIn(t *testing.T) {
 		t.Errorf("found a kernel in an empty tree")
 	}
 }
+
+func TestJitterDiffers(t *testing.T) {
+	a, b := jitter(), jitter()
+	if len(a) != 32 || string(a) == string(b) {
+		t.Errorf("jitter gave %x and %x", a, b)
+	}
+	if !RandomReady() {
+		t.Logf("this machine's CRNG is not initialized")
+	}
+}
