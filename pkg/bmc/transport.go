@@ -65,7 +65,10 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 			Op:  fmt.Sprintf("%s %s: no answer within the read timeout %s", req.Method, req.URL.Path, l.readTimeout),
 			Err: context.DeadlineExceeded}
 	}
-	return resp, err
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
 }
 
 // checker is the outermost http.RoundTripper: a GET answered 200 with an
