@@ -90,7 +90,7 @@ func FuzzParseCmdline(f *testing.F) {
 		}
 		_ = c.Validate()
 		for _, w := range splitCmdline(s) {
-			if w == "" && !strings.Contains(s, `""`) {
+			if w == "" && !strings.Contains(s, `"`) {
 				t.Fatalf("empty word from %q", s)
 			}
 		}

@@ -137,6 +137,9 @@ func dimm(f []byte, str func(int) string) (machine.DIMM, bool) {
 	case size&0x8000 != 0:
 		size = (size & 0x7fff) >> 10 // KiB
 	}
+	if size <= 0 {
+		return machine.DIMM{}, false // under 1 MiB: not a real module
+	}
 	speed := u16(0x15)
 	if c := u16(0x20); len(f) >= 0x22 && c != 0 && c != 0xffff {
 		speed = c // configured speed
