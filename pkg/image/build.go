@@ -270,6 +270,10 @@ func BuildCached(ctx context.Context, s *Spec, o Options) (*Result, error) {
 	return Build(ctx, s, o)
 }
 
+// builderVersion changes whenever the builder's output for the same inputs
+// changes, so BuildCached never serves an image an older builder made.
+const builderVersion = "2"
+
 // InputsKey digests everything a build reads: the definition, its files
 // (host files included) and, for pieces images, the kernel package.
 func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
@@ -278,7 +282,7 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "ingot-image-v1\n%x\n", sha256.Sum256(def))
+	fmt.Fprintf(h, "ingot-image-%s\n%x\n", builderVersion, sha256.Sum256(def))
 	for _, f := range s.Files {
 		b, err := f.Read(s.Dir)
 		if err != nil {

@@ -233,7 +233,8 @@ func (o *Output) fillSums() (err error) {
 	return err
 }
 
-// InputsKey is a digest of everything a kernel + initramfs build depends on;
+// InputsKey is a digest of everything a kernel + initramfs build depends on
+// (the v number changes whenever the output of the same inputs changes);
 // e2e tests use it to share one build (cache/initramfs/<key>).
 func InputsKey(k *Kernel, s Spec) (string, error) {
 	s.KernelPkgDir, s.KernelVersion = k.Root, k.Version
@@ -242,7 +243,7 @@ func InputsKey(k *Kernel, s Spec) (string, error) {
 
 func inputsKey(k *Kernel, s Spec) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "ingot-initramfs-v1\nkernel %s %s %s\nmodules %q\ncompression %s\nmtime %d\n", k.DebSHA256, k.Root, k.Version, s.Modules, s.Compression, s.MTime)
+	fmt.Fprintf(h, "ingot-initramfs-v2\nkernel %s %s %s\nmodules %q\ncompression %s\nmtime %d\n", k.DebSHA256, k.Root, k.Version, s.Modules, s.Compression, s.MTime)
 	files := map[string]string{"init": s.Agent}
 	for n, p := range s.Extra {
 		files["extra:"+n] = p
