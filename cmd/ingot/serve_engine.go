@@ -44,7 +44,11 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		return nil, err
 	}
 	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Recipes: recipes, RecipeNames: names,
-		BaseURL: publicURL, Logger: log.With("service", "api")})
+		BaseURL: publicURL, Logger: log.With("service", "api"),
+		ArtifactSize: func(sha string) (int64, bool) {
+			ref, err := arts.Stat(sha)
+			return ref.Size, err == nil
+		}})
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	// image URLs in agent tasks are built from it. Empty: the address the
 	// agent itself used (the request's Host).
 	BaseURL string
+	// ArtifactSize gives the size of a stored artifact, so agents can show
+	// progress against a total; nil: sizes unknown.
+	ArtifactSize func(sha256 string) (int64, bool)
 	// DiscoveryTTL bounds machine tokens issued without a job (default 1h).
 	DiscoveryTTL time.Duration
 	Logger       *slog.Logger
@@ -53,6 +56,7 @@ type Server struct {
 	engine       *engine.Engine
 	recipes      engine.RecipeSource
 	recipeNames  func() []string
+	artifactSize func(string) (int64, bool)
 	baseURL      string
 	discoveryTTL time.Duration
 	log          *slog.Logger
@@ -64,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil || cfg.Engine == nil || cfg.Recipes == nil {
 		return nil, errors.New("apiserver: Store, Engine and Recipes are required")
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames,
+	s := &Server{store: cfg.Store, engine: cfg.Engine, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
 		baseURL: strings.TrimRight(cfg.BaseURL, "/"), discoveryTTL: cfg.DiscoveryTTL, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -422,6 +426,9 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 			url = s.base(r) + "/artifacts/sha256/" + img.SHA256
 		}
 		out.Image = api.Image{URL: url, SHA256: img.SHA256, Format: img.Format}
+		if s.artifactSize != nil && img.URL == "" {
+			out.Image.Size, _ = s.artifactSize(img.SHA256)
+		}
 		for _, d := range rc.Hardware.Disks {
 			if d.Boot {
 				out.Disk = d

@@ -92,8 +92,12 @@ func (e *Engine) missingArtifacts(r *recipe.Recipe) []string {
 		return nil
 	}
 	var out []string
+	image := r.OS.Image.SHA256
+	if r.OS.Image.URL != "" {
+		image = "" // served elsewhere: the agent verifies it as it streams
+	}
 	for _, a := range []struct{ what, sha string }{
-		{"image " + r.OS.Image.Name, r.OS.Image.SHA256},
+		{"image " + r.OS.Image.Name, image},
 		{"agent kernel", r.OS.Agent.Kernel.SHA256},
 		{"agent initrd", r.OS.Agent.Initrd.SHA256},
 	} {
@@ -197,8 +201,10 @@ func (e *Engine) advance(ctx context.Context, jobID, from, to string, timeout ti
 			fn(&st)
 		}
 		if to != "" && to != j.Step {
-			endPhase(&st, phaseOf(j.Step), now)
-			startPhase(&st, phaseOf(to), now)
+			if phaseOf(j.Step) != phaseOf(to) {
+				endPhase(&st, phaseOf(j.Step), now)
+				startPhase(&st, phaseOf(to), now)
+			}
 			j.Step = to
 			if timeout > 0 {
 				j.Deadline = now.Add(timeout)

@@ -36,7 +36,9 @@ const (
 func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 	args := []string{
 		"-name", v.Name, "-accel", accel, "-smp", "1", "-m", fmt.Sprint(v.MemMiB),
-		"-nographic", "-serial", "file:" + v.Console, "-monitor", "none", "-no-reboot",
+		// The console log is appended to, so it keeps every boot of the VM.
+		"-nographic", "-chardev", "file,id=con0,append=on,path=" + v.Console, "-serial", "chardev:con0",
+		"-monitor", "none", "-no-reboot",
 		"-netdev", "tap,id=n0,ifname=" + v.Tap + ",script=no,downscript=no",
 		"-drive", "if=none,id=d0,format=raw,file=" + v.Disk,
 	}
