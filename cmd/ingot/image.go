@@ -41,6 +41,8 @@ func runImageBuild(ctx context.Context, e *env, args []string) error {
 	plan := fs.Bool("plan", false, "print the commands and pins without running them")
 	verbose := fs.Bool("v", false, "print each command as it runs")
 	format := fs.String("o", "table", "output format: table or json")
+	imp := fs.Bool("import", false, "also add NAME.raw.zst to the content store (--data)")
+	data := fs.String("data", defaultDataDir, "content store folder for --import")
 	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
 		return err
 	}
@@ -82,6 +84,11 @@ func runImageBuild(ctx context.Context, e *env, args []string) error {
 	res, err := image.Build(ctx, spec, opts)
 	if err != nil {
 		return err
+	}
+	if *imp {
+		if _, err := image.Import(ctx, *data, res.Zst, ""); err != nil {
+			return err
+		}
 	}
 	if *format == "json" {
 		return e.printJSON(res)
