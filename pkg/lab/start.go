@@ -229,3 +229,29 @@ func (l *Lab) API(ctx context.Context, method, path string, in, out any) (int, e
 	}
 	return resp.StatusCode, nil
 }
+
+// RewriteRecipe changes the lab's pinned recipe and restarts ingot serve so
+// it loads it (recipes are read at start).
+func (l *Lab) RewriteRecipe(fn func(map[string]any)) error {
+	p := filepath.Join(l.State.Dir, "recipes", l.State.Recipe+".yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var r map[string]any
+	if err := yaml.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	fn(r)
+	out, err := yaml.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		return err
+	}
+	if err := l.KillServe(); err != nil {
+		return err
+	}
+	return l.StartServe(context.Background())
+}
