@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -53,8 +54,9 @@ type Target struct {
 	// dirty-page throttling). An unaligned write (the image's tail) turns it off.
 	Direct bool
 
-	prevOff, prevN int64 // the range whose writeback was started last
-	noFlush        bool  // sync_file_range refused: leave it all to the final fsync
+	mu             sync.Mutex // Direct and the flush-behind state, for concurrent writers
+	prevOff, prevN int64      // the range whose writeback was started last
+	noFlush        bool       // sync_file_range refused: leave it all to the final fsync
 }
 
 // directAlign is the alignment O_DIRECT writes keep (offset, length and
@@ -74,6 +76,8 @@ func (t *Target) tryDirect() {
 }
 
 func (t *Target) noDirect() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if !t.Direct {
 		return
 	}
@@ -85,11 +89,11 @@ func (t *Target) noDirect() {
 
 // writeAt writes b at off, directly when b, off and len(b) are aligned.
 func (t *Target) writeAt(b []byte, off int64) error {
-	if t.Direct && (off%directAlign != 0 || len(b)%directAlign != 0 || uintptr(unsafe.Pointer(&b[0]))%directAlign != 0) {
+	if off%directAlign != 0 || len(b)%directAlign != 0 || uintptr(unsafe.Pointer(&b[0]))%directAlign != 0 {
 		t.noDirect()
 	}
 	_, err := t.File.WriteAt(b, off)
-	if err != nil && t.Direct && errors.Is(err, unix.EINVAL) {
+	if err != nil && t.isDirect() && errors.Is(err, unix.EINVAL) {
 		// Some filesystems accept O_DIRECT at open and refuse the write.
 		t.noDirect()
 		_, err = t.File.WriteAt(b, off)
@@ -98,6 +102,12 @@ func (t *Target) writeAt(b []byte, off int64) error {
 		return fmt.Errorf("writing %s at %d: %w", t.Path, off, err)
 	}
 	return nil
+}
+
+func (t *Target) isDirect() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.Direct
 }
 
 // alignedBuffer returns n bytes whose address is directAlign-aligned.
@@ -185,6 +195,8 @@ func (t *Target) zeroRange(off, n int64) (bool, error) {
 // waiting for one fsync at the end, and the page cache never fills with
 // dirty image pages (the streaming-write pattern of sync_file_range(2)).
 func (t *Target) flushBehind(off, n int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.Direct || t.noFlush || n <= 0 {
 		return
 	}

@@ -11,7 +11,6 @@
 package imagewrite
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -92,19 +91,28 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 	h := sha256.New()
 	rr := &resumingReader{ctx: ctx, client: o.Client, url: o.URL, hash: h, log: o.Logger,
 		retries: o.Retries, backoff: o.RetryBackoff, size: -1}
-	defer rr.Close()
+	var pf *prefetcher
+	defer func() {
+		cancel() // unblocks a read in progress
+		if pf != nil {
+			pf.Close()
+		}
+		rr.Close()
+	}()
 
-	var src io.Reader = rr
+	var src, raw io.Reader = rr, rr
 	var dec *zstd.Decoder
 	switch o.Format {
 	case "", "raw":
 	case "raw.zst":
 		var err error
-		// The decoder reads a few bytes at a time (block headers): a large
-		// buffer keeps the socket reads and the sha256 updates big.
-		// The frame's own xxhash is skipped: the sha256 of the stream as served
-		// already covers every byte.
-		if dec, err = zstd.NewReader(bufio.NewReaderSize(rr, 1<<20), zstd.IgnoreChecksum(true)); err != nil {
+		// One decoder goroutine (measured: less CPU and less time than the
+		// async mode on 2 cores), fed by a read-ahead goroutine doing HTTP
+		// and sha256. The frame's own xxhash is skipped: the sha256 of the
+		// stream as served already covers every byte.
+		pf = newPrefetcher(rr, 1<<20, 4)
+		raw = pf
+		if dec, err = zstd.NewReader(pf, zstd.WithDecoderConcurrency(1), zstd.IgnoreChecksum(true)); err != nil {
 			return Result{}, fmt.Errorf("starting zstd decoder: %w", err)
 		}
 		defer dec.Close()
@@ -113,8 +121,15 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("image %s: format %q: expected raw or raw.zst", o.URL, o.Format)
 	}
 
-	// Reader goroutine: fill buffers; writer (this goroutine): write them.
-	const nbuf = 4
+	// Reader goroutine: fill buffers. This goroutine: hand them to writers.
+	// With O_DIRECT two writers keep two requests in flight (measured here:
+	// 1 GiB in 1.85 s instead of 2.7 s); buffered writes use one, in order,
+	// for flush-behind.
+	writers := 1
+	if t.Direct {
+		writers = 2
+	}
+	nbuf := 2 + 2*writers
 	free := make(chan []byte, nbuf)
 	for i := 0; i < nbuf; i++ {
 		free <- alignedBuffer(o.BufferSize)
@@ -139,6 +154,7 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 			}
 		}
 	}()
+	wp := newWriterPool(ctx, cancel, t, writers, free)
 
 	var res Result
 	var off int64
@@ -146,19 +162,11 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 	var rerr error
 	for c := range full {
 		if c.n > 0 {
-			zeros, err := writeChunk(t, c.buf[:c.n], off)
-			if err != nil {
-				rerr = err
-				cancel()
-				break
-			}
-			res.ZeroBytes += zeros
-			if zeros < int64(c.n) {
-				t.flushBehind(off, int64(c.n))
-			}
+			wp.write(c.buf, c.n, off)
 			off += int64(c.n)
+		} else {
+			free <- c.buf
 		}
-		free <- c.buf
 		if now := o.now(); o.Progress != nil && (now.Sub(lastT) >= o.ProgressEvery || c.err != nil) {
 			rate := 0.0
 			if dt := now.Sub(lastT).Seconds(); dt > 0 {
@@ -173,6 +181,14 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 			}
 			break
 		}
+		if wp.failed() {
+			break
+		}
+	}
+	zeros, werr := wp.wait()
+	res.ZeroBytes = zeros
+	if werr != nil {
+		rerr = werr
 	}
 	for range full { // let the reader goroutine end
 	}
@@ -184,7 +200,7 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 		if dec != nil {
 			dec.Close()
 		}
-		if _, err := io.Copy(io.Discard, rr); err != nil {
+		if _, err := io.Copy(io.Discard, raw); err != nil {
 			rerr = fmt.Errorf("reading the end of image %s: %w", o.URL, err)
 		}
 	}
