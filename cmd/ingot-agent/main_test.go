@@ -291,3 +291,31 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+func TestAgentFirstboot(t *testing.T) {
+	var got []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok, _ := api.BearerToken(r); tok != "tok-1" || r.URL.Path != api.PathFirstboot {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		got, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc/sys/kernel"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc/sys/kernel/osrelease"), []byte("6.1.0-40-amd64\n"), 0o644)
+	os.MkdirAll(filepath.Join(root, "sys/module/nvidia"), 0o755)
+	os.WriteFile(filepath.Join(root, "sys/module/nvidia/version"), []byte("535.309.01\n"), 0o644)
+	env := filepath.Join(t.TempDir(), "firstboot.env")
+	os.WriteFile(env, []byte("INGOT_SERVER="+srv.URL+"\nINGOT_TOKEN=tok-1\n"), 0o600)
+	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", env, "--root", root)
+	if code != 0 || !strings.Contains(out, "firstboot reported kernel=6.1.0-40-amd64") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	var sw machine.Software
+	if err := json.Unmarshal(got, &sw); err != nil || sw.Drivers["nvidia"] != "535.309.01" {
+		t.Errorf("posted %s (%v)", got, err)
+	}
+}

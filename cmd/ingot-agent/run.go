@@ -24,6 +24,9 @@ import (
 // run is the whole agent. As PID 1 it does not return.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	isInit := os.Getpid() == 1
+	if !isInit && len(args) > 0 && args[0] == "firstboot" {
+		return runFirstboot(ctx, args[1:], stdout, stderr)
+	}
 	if isInit {
 		// Before anything else: without /proc, /sys and /dev nothing works.
 		mountErr := pid1.MountAll()
@@ -76,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fatal(o, cfg, con, err)
 	}
-	return handoff(o, con, log, out)
+	return handoff(o, cfg, con, log, out)
 }
 
 func readConfig(o options) (agent.Config, error) {
@@ -134,7 +137,7 @@ func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger)
 
 // handoff leaves the machine as the task says. As PID 1 a failed handoff
 // falls back to reboot; as a process it prints what it would do.
-func handoff(o options, con *agent.Console, log *slog.Logger, out agent.Outcome) int {
+func handoff(o options, cfg agent.Config, con *agent.Console, log *slog.Logger, out agent.Outcome) int {
 	if o.handoff != "perform" {
 		con.Mark("handoff %s (not performed: --handoff=print)", out.Handoff)
 		return 0
@@ -145,7 +148,7 @@ func handoff(o options, con *agent.Console, log *slog.Logger, out agent.Outcome)
 	case api.HandoffPoweroff:
 		err = pid1.Poweroff()
 	case api.HandoffKexec:
-		err = kexec(out, log)
+		err = kexec(cfg, out, log)
 		con.Mark("kexec failed, rebooting instead: %v", err)
 		err = pid1.Reboot()
 	default:
@@ -155,7 +158,7 @@ func handoff(o options, con *agent.Console, log *slog.Logger, out agent.Outcome)
 	return hang(o)
 }
 
-func kexec(out agent.Outcome, log *slog.Logger) error {
+func kexec(cfg agent.Config, out agent.Outcome, log *slog.Logger) error {
 	if out.Disk == "" {
 		return fmt.Errorf("no disk was written")
 	}
@@ -167,6 +170,8 @@ func kexec(out agent.Outcome, log *slog.Logger) error {
 	if !containsWord(cmdline, "root=") {
 		cmdline = "root=" + k.Root + " ro " + cmdline
 	}
+	// For the installed OS's `ingot-agent firstboot` report.
+	cmdline += fmt.Sprintf(" ingot.server=%s ingot.token=%s ingot.machine=%s", cfg.Server, cfg.Token, cfg.Machine)
 	log.Info("kexec", "kernel", k.Kernel, "initrd", k.Initrd, "cmdline", cmdline)
 	return pid1.Kexec(k.Kernel, k.Initrd, cmdline)
 }
