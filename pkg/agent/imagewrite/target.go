@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -157,13 +158,16 @@ func OpenTarget(path, sysRoot string) (*Target, error) {
 // SYSROOT/dev/block/MAJ:MIN/queue/write_zeroes_max_bytes (for a partition
 // the queue is its parent's).
 func writeZeroes(sysRoot string, st os.FileInfo) bool {
-	sys, ok := st.Sys().(*unix.Stat_t)
+	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok || sysRoot == "" {
 		return false
 	}
-	dev := filepath.Join(sysRoot, "dev/block", fmt.Sprintf("%d:%d", unix.Major(uint64(sys.Rdev)), unix.Minor(uint64(sys.Rdev))))
-	for _, p := range []string{"queue/write_zeroes_max_bytes", "../queue/write_zeroes_max_bytes"} {
-		b, err := os.ReadFile(filepath.Join(dev, p))
+	dev, err := filepath.EvalSymlinks(filepath.Join(sysRoot, "dev/block", fmt.Sprintf("%d:%d", unix.Major(uint64(sys.Rdev)), unix.Minor(uint64(sys.Rdev)))))
+	if err != nil {
+		return false
+	}
+	for _, d := range []string{dev, filepath.Dir(dev)} {
+		b, err := os.ReadFile(filepath.Join(d, "queue/write_zeroes_max_bytes"))
 		if err != nil {
 			continue
 		}
