@@ -77,11 +77,12 @@ func TestE2EAgentPID1(t *testing.T) {
 		Handoff: api.HandoffReboot}
 	srv := newFakeServerOn(t, ln, task, zst)
 
+	// The disk starts full of junk: zero runs the agent skips must still
+	// read back as zeros (BLKZEROOUT), never as what was there before.
 	disk := filepath.Join(dir, "disk.raw")
-	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+	if err := os.WriteFile(disk, bytes.Repeat([]byte{0xa5}, 64<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Truncate(disk, 64<<20)
 	console := filepath.Join(dir, "console.log")
 	qemu := ns.Command(ctx, "qemu-system-x86_64", "-accel", "tcg", "-smp", "1", "-m", "512", "-nographic", "-monitor", "none",
 		"-serial", "file:"+console, "-no-reboot", "-kernel", boot.Vmlinuz, "-initrd", boot.Initrd,
