@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 var version = "dev"
@@ -31,6 +32,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	if os.Getpid() == 1 {
+		// PID 1 must never exit (the kernel would panic): run only returns
+		// here on a path it did not expect.
+		fmt.Fprintf(os.Stdout, "ingot-agent: fatal: PID 1 would exit with code %d; waiting\n", code)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	os.Exit(code)
 }
 
@@ -52,7 +61,7 @@ type options struct {
 }
 
 func parseFlags(args []string, stderr io.Writer, pid1 bool) (options, error) {
-	var o options
+	o := options{pid1: pid1}
 	fs := flag.NewFlagSet("ingot-agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.cmdline, "cmdline", "/proc/cmdline", "file holding the kernel command line")
@@ -82,6 +91,5 @@ func parseFlags(args []string, stderr io.Writer, pid1 bool) (options, error) {
 	if o.handoff != "perform" && o.handoff != "print" {
 		return o, fmt.Errorf("--handoff=%q: expected perform or print", o.handoff)
 	}
-	o.pid1 = pid1
 	return o, nil
 }
