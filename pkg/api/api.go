@@ -29,6 +29,18 @@
 // accepted with OK true; done with OK false means the node must end failed
 // (the reason says why, e.g. a sha256 mismatch of the image). Any 2xx status
 // is success; bodies of successful POSTs are ignored.
+//
+// # Server side
+//
+// Read bodies with DecodeInventory, DecodeProgress, DecodeChecks, DecodeLog,
+// DecodeDone and DecodeFirstBoot: they bound the size, refuse trailing data
+// and check what the engine relies on (a failed Done always has a Reason).
+// BearerToken extracts the token. Serve the task as JSON of Task; an image
+// URL may be a path on the same server (/images/...), which the agent
+// resolves against ingot.server. The installed OS's first-boot report
+// (`ingot-agent firstboot`) uses the same token: after a kexec handoff the
+// agent passes ingot.server/ingot.token/ingot.machine on the installed
+// kernel's command line; after a reboot it reads /etc/ingot/firstboot.env.
 package api
 
 import (
