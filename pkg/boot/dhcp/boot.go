@@ -28,6 +28,10 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 		return
 	}
 	mac := req.ClientHWAddr.String()
+	// siaddr (next server) in every boot reply: iPXE ignores a ProxyDHCP
+	// offer or ACK unless it has both siaddr and a boot file name
+	// (dhcp_has_pxeopts in iPXE's dhcp.c; seen in the e2e proxy test).
+	r.ServerIPAddr = h.cfg.ServerIP.AsSlice()
 	switch {
 	case c.IPXE && h.cfg.HTTPBase == "":
 		return // no script URL to give (warned at start)
@@ -59,7 +63,6 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 			h.cfg.Logger.Warn("dhcp no boot file for arch", "mac", mac, "arch", c.Arch)
 			return
 		}
-		r.ServerIPAddr = h.cfg.ServerIP.AsSlice()
 		r.BootFileName = f
 		r.UpdateOption(dhcpv4.OptTFTPServerName(h.cfg.ServerIP.String()))
 		// EDK2 treats an offer as a PXE offer only with "PXEClient" in option 60.

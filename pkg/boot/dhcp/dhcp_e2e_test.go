@@ -4,12 +4,14 @@ package dhcp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,10 +30,15 @@ import (
 type e2eLab struct {
 	ns   *netns.NS
 	st   *store.Bolt
+	mode string
 	hits chan string
 }
 
-func newE2ELab(t *testing.T) *e2eLab {
+func newE2ELab(t *testing.T) *e2eLab { return newE2ELabMode(t, dhcp.ModeFull) }
+
+// newE2ELabMode is newE2ELab; in proxy mode dnsmasq, in a namespace of its
+// own on the bridge (10.77.0.2), is the site's DHCP server.
+func newE2ELabMode(t *testing.T, mode string) *e2eLab {
 	t.Helper()
 	netnstest.Need(t, "qemu-system-x86_64")
 	ctx := context.Background()
@@ -47,13 +54,18 @@ func newE2ELab(t *testing.T) *e2eLab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	pool, _ := dhcp.ParsePool("10.77.0.0/24,10.77.0.100-10.77.0.199,router=10.77.0.1")
+	cfg := dhcp.Config{Interface: "br0", Mode: mode, HTTPBase: "http://10.77.0.1:8080", Store: st, Unknown: dhcp.UnknownDiscover}
+	if mode == dhcp.ModeFull {
+		pool, _ := dhcp.ParsePool("10.77.0.0/24,10.77.0.100-10.77.0.199,router=10.77.0.1")
+		cfg.Pools = []dhcp.Pool{pool}
+	} else {
+		startSiteDnsmasq(t, ns)
+	}
 	var srv *dhcp.Server
 	var resp *ra.Responder
 	var ln net.Listener
 	if err := ns.Do(func() (err error) {
-		if srv, err = dhcp.NewServer(dhcp.Config{Interface: "br0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
-			HTTPBase: "http://10.77.0.1:8080", Store: st, Unknown: dhcp.UnknownDiscover}); err != nil {
+		if srv, err = dhcp.NewServer(cfg); err != nil {
 			return err
 		}
 		if err = srv.Listen(); err != nil {
@@ -74,7 +86,14 @@ func newE2ELab(t *testing.T) *e2eLab {
 	t.Cleanup(cancel)
 	go srv.Serve(sctx)
 	go resp.Serve(sctx)
-	l := &e2eLab{ns: ns, st: st, hits: make(chan string, 8)}
+	if f := os.Getenv("INGOT_E2E_PCAP"); f != "" { // debugging: capture DHCP on the bridge
+		tcpdump := ns.Command(ctx, "tcpdump", "-i", "br0", "-U", "-w", f, "port 67 or port 68 or port 4011")
+		if err := ns.Start(tcpdump); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	l := &e2eLab{ns: ns, st: st, mode: mode, hits: make(chan string, 8)}
 	hs := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l.hits <- r.URL.String()
 		fmt.Fprintf(w, "#!ipxe\necho INGOT-SCRIPT-OK mac=${net0/mac} ip=${net0/ip}\nshell\n")
@@ -84,11 +103,30 @@ func newE2ELab(t *testing.T) *e2eLab {
 	return l
 }
 
+// startSiteDnsmasq runs dnsmasq as the site's DHCP server (10.77.0.50-99)
+// in a namespace of its own, joined to ns's br0.
+func startSiteDnsmasq(t *testing.T, ns *netns.NS) {
+	t.Helper()
+	netnstest.Need(t, "dnsmasq")
+	ctx := context.Background()
+	site := netnstest.New(t, "ingot-dhcp-site")
+	if err := netns.Veth(ctx, site, "eth0", "10.77.0.2/24", ns, "site0@br0", ""); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cmd := site.Command(ctx, "dnsmasq", "--no-daemon", "--port=0", "--conf-file=/dev/null", "--user=root",
+		"--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,1h", "--interface=eth0", "--bind-interfaces",
+		"--dhcp-leasefile="+filepath.Join(dir, "leases"), "--pid-file="+filepath.Join(dir, "pid"))
+	if err := site.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // boot runs QEMU with args until the script's marker for mac is on the
 // console, and returns the console.
 func (l *e2eLab) boot(t *testing.T, mac string, args ...string) string {
 	t.Helper()
-	qctx, qcancel := context.WithTimeout(context.Background(), 180*time.Second)
+	qctx, qcancel := context.WithTimeout(context.Background(), e2eTimeout())
 	defer qcancel()
 	console := filepath.Join(t.TempDir(), "console.log")
 	q := l.ns.Command(qctx, "qemu-system-x86_64", append([]string{"-accel", "tcg", "-smp", "1",
@@ -102,7 +140,7 @@ func (l *e2eLab) boot(t *testing.T, mac string, args ...string) string {
 	go func() { exited <- q.Wait() }()
 	// The script's marker ends the test; this iPXE build has no poweroff,
 	// so QEMU is stopped here (the firmware would wait forever afterwards).
-	marker := "INGOT-SCRIPT-OK mac=" + mac + " ip=10.77.0.1"
+	marker := "INGOT-SCRIPT-OK mac=" + mac + " ip=10.77.0."
 	var out []byte
 	for found := false; !found; {
 		select {
@@ -111,7 +149,7 @@ func (l *e2eLab) boot(t *testing.T, mac string, args ...string) string {
 			t.Fatalf("QEMU exited (%v) before the script ran; console:\n%s", err, out)
 		case <-qctx.Done():
 			out, _ = os.ReadFile(console)
-			t.Fatalf("no %q on the console within 180 s; console:\n%s", marker, out)
+			t.Fatalf("no %q on the console in time; console:\n%s", marker, out)
 		case <-time.After(200 * time.Millisecond):
 			out, _ = os.ReadFile(console)
 			found = strings.Contains(string(out), marker)
@@ -135,8 +173,9 @@ func (l *e2eLab) check(t *testing.T, mac, arch string) {
 		t.Error("no HTTP request reached the script server")
 	}
 	ctx := context.Background()
-	if le, err := l.st.LeaseByMAC(ctx, mac); err != nil || le.State != dhcp.StateBound {
-		t.Errorf("lease of %s: %+v, %v", mac, le, err)
+	le, err := l.st.LeaseByMAC(ctx, mac)
+	if proxy := l.mode == dhcp.ModeProxy; proxy != errors.Is(err, store.ErrNotFound) || (!proxy && le.State != dhcp.StateBound) {
+		t.Errorf("lease of %s in %s mode: %+v, %v", mac, l.mode, le, err)
 	}
 	if m, err := l.st.MachineByMAC(ctx, mac); err != nil || m.State != machine.StateDiscovered || m.Arch != arch {
 		t.Errorf("discovered machine: %+v, %v", m, err)
@@ -164,14 +203,34 @@ func TestE2EIPXEBootsScript(t *testing.T) {
 // UEFI firmware PXE (OVMF, no iPXE ROM: arch 7, no user class) gets the
 // TFTP first stage snponly.efi from ingot's offer; that iPXE asks again,
 // with user class iPXE, and gets the script URL.
-func TestE2EUEFIFirmwareChainsToIPXE(t *testing.T) {
+func TestE2EUEFIFirmwareChainsToIPXE(t *testing.T) { uefiChain(t, dhcp.ModeFull, "52:54:00:77:00:11") }
+
+// The same beside the site's DHCP server (dnsmasq): the address comes from
+// dnsmasq, the boot file and the script URL from ingot's proxyDHCP offers.
+func TestE2EProxyUEFIFirmwareChainsToIPXE(t *testing.T) {
+	uefiChain(t, dhcp.ModeProxy, "52:54:00:77:00:12")
+}
+
+// iPXE beside the site's DHCP server takes the script URL from ingot's
+// proxyDHCP offer.
+func TestE2EProxyIPXEBootsScript(t *testing.T) {
+	l := newE2ELabMode(t, dhcp.ModeProxy)
+	const mac = "52:54:00:77:00:13"
+	out := l.boot(t, mac, "-m", "256", "-device", "virtio-net-pci,netdev=n0,mac="+mac+",bootindex=1")
+	if !strings.Contains(out, "net0: 10.77.0.") || strings.Contains(out, "net0: 10.77.0.1/") {
+		t.Errorf("iPXE did not take its address from dnsmasq")
+	}
+	l.check(t, mac, "bios")
+}
+
+func uefiChain(t *testing.T, mode, mac string) {
 	netnstest.Need(t, "in.tftpd")
 	for _, f := range []string{"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/lib/ipxe/snponly.efi"} {
 		if _, err := os.Stat(f); err != nil {
 			netnstest.Need(t, f) // skips (fails in CI) naming the missing file
 		}
 	}
-	l := newE2ELab(t)
+	l := newE2ELabMode(t, mode)
 	dir := t.TempDir()
 	efi, _ := os.ReadFile("/usr/lib/ipxe/snponly.efi")
 	vars, _ := os.ReadFile("/usr/share/OVMF/OVMF_VARS_4M.fd")
@@ -186,7 +245,6 @@ func TestE2EUEFIFirmwareChainsToIPXE(t *testing.T) {
 	if err := l.ns.Start(tftpd); err != nil {
 		t.Fatal(err)
 	}
-	const mac = "52:54:00:77:00:11"
 	out := l.boot(t, mac, "-m", "512",
 		"-drive", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
 		"-drive", "if=pflash,format=raw,file="+filepath.Join(dir, "vars.fd"),
@@ -195,4 +253,13 @@ func TestE2EUEFIFirmwareChainsToIPXE(t *testing.T) {
 		t.Errorf("iPXE (snponly.efi) did not get the script URL")
 	}
 	l.check(t, mac, "uefi-x64")
+}
+
+// e2eTimeout is how long a VM may take to run the script: 180 s, or
+// INGOT_E2E_TIMEOUT_S when debugging.
+func e2eTimeout() time.Duration {
+	if n, err := strconv.Atoi(os.Getenv("INGOT_E2E_TIMEOUT_S")); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	return 180 * time.Second
 }
