@@ -85,7 +85,9 @@ func newE2ELabMode(t *testing.T, mode string) *e2eLab {
 	sctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	go srv.Serve(sctx)
-	go resp.Serve(sctx)
+	if os.Getenv("INGOT_E2E_NO_RA") == "" { // set it to measure what the RA saves (the RA check then fails)
+		go resp.Serve(sctx)
+	}
 	if f := os.Getenv("INGOT_E2E_PCAP"); f != "" { // debugging: capture DHCP on the bridge
 		tcpdump := ns.Command(ctx, "tcpdump", "-i", "br0", "-U", "-w", f, "port 67 or port 68 or port 4011")
 		if err := ns.Start(tcpdump); err != nil {
