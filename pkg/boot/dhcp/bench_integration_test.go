@@ -34,8 +34,9 @@ const (
 	benchWindow  = 64   // exchanges in flight
 )
 
-// benchStoreOptions is how `ingot serve` should open its store for DHCP.
-var benchStoreOptions = store.Options{Timeout: time.Second, BatchDelay: time.Duration(envInt("INGOT_BENCH_BATCH_US", 10000)) * time.Microsecond}
+// benchStoreOptions: the defaults, as `ingot serve` opens the store. The
+// handler's group commit uses store.PutLeases (no batch timer).
+var benchStoreOptions = store.Options{Timeout: time.Second}
 
 func benchPair(b *testing.B) (srv, load *netns.NS) {
 	b.Helper()
