@@ -49,6 +49,7 @@ type fakeServer struct {
 	*httptest.Server
 	token string
 	task  api.Task
+	then  []api.Task // tasks for later GETs, in order (the last repeats)
 	image []byte
 
 	mu        sync.Mutex
@@ -88,7 +89,12 @@ func newFakeServerOn(t *testing.T, ln net.Listener, task api.Task, image []byte)
 		w.WriteHeader(http.StatusNoContent)
 		return true
 	}
-	mux.HandleFunc("GET "+api.PathTask, auth(func(w http.ResponseWriter, _ *http.Request, _ []byte) { json.NewEncoder(w).Encode(f.task) }))
+	mux.HandleFunc("GET "+api.PathTask, auth(func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		json.NewEncoder(w).Encode(f.task)
+		if len(f.then) > 0 {
+			f.task, f.then = f.then[0], f.then[1:]
+		}
+	}))
 	mux.HandleFunc("POST "+api.PathInventory, auth(func(w http.ResponseWriter, _ *http.Request, b []byte) {
 		var inv machine.Inventory
 		if decode(w, b, &inv) {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,17 +42,27 @@ func FindInstalledKernel(disk, mnt string) (Installed, error) {
 	var tried []string
 	for _, p := range parts {
 		dev := "/dev/" + filepath.Base(p)
+		// devtmpfs makes the node shortly after the partition scan.
+		for i := 0; i < 40; i++ {
+			if _, err := os.Stat(dev); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		var why []string
 		for _, fs := range []string{"ext4", "xfs", "btrfs", "vfat"} {
-			if unix.Mount(dev, mnt, fs, unix.MS_RDONLY, "") != nil {
+			if err := unix.Mount(dev, mnt, fs, unix.MS_RDONLY, ""); err != nil {
+				why = append(why, fs+": "+err.Error())
 				continue
 			}
 			if k, i, ok := FindKernelIn(mnt); ok {
 				return Installed{Kernel: k, Initrd: i, Root: dev, Mount: mnt}, nil
 			}
 			unix.Unmount(mnt, 0)
+			why = append(why, fs+": no kernel")
 			break
 		}
-		tried = append(tried, dev)
+		tried = append(tried, dev+" ("+strings.Join(why, ", ")+")")
 	}
 	return Installed{}, fmt.Errorf("no kernel found on %s (partitions %v; are the filesystem modules in the initramfs?)", disk, tried)
 }
