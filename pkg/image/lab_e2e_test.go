@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -139,4 +140,57 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
+}
+
+// TestE2EDebianImageBoots builds a minimal Debian image with mmdebstrap
+// (pkg/image/testdata/debian-min) and boots it under OVMF until its
+// first-boot unit runs. Building takes 2-20 minutes on 2 cores, so it runs
+// only with INGOT_E2E_DEBIAN=1. Measured here: two builds gave the same
+// sha256 (raw and raw.zst); BIOS and UEFI both reached the unit.
+func TestE2EDebianImageBoots(t *testing.T) {
+	if os.Getenv("INGOT_E2E_DEBIAN") == "" {
+		t.Skip("set INGOT_E2E_DEBIAN=1 to build a Debian image with mmdebstrap (minutes)")
+	}
+	netnstest.Need(t, "qemu-system-x86_64", "mmdebstrap", "mkfs.vfat", "mcopy", "mkfs.ext4", "sfdisk", "objcopy", "syslinux")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	s, err := Load(filepath.Join("testdata", "debian-min"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := BuildCached(ctx, s, Options{Cache: initramfs.CacheDir(os.Getenv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("debian-min %s raw.zst sha256 %s", res.Raw, res.ZstSHA256)
+	dir := t.TempDir()
+	console := filepath.Join(dir, "console.log")
+	vars := filepath.Join(dir, "vars.fd")
+	b, err := os.ReadFile("/usr/share/OVMF/OVMF_VARS_4M.fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(vars, b, 0o644)
+	qctx, qcancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer qcancel()
+	cmd := exec.CommandContext(qctx, "qemu-system-x86_64", "-accel", "tcg", "-smp", "1", "-m", "1024",
+		"-nographic", "-monitor", "none", "-no-reboot", "-serial", "file:"+console, "-nic", "none",
+		"-drive", "if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd",
+		"-drive", "if=pflash,format=raw,file="+vars,
+		"-drive", "file="+res.Raw+",format=raw,if=virtio,snapshot=on")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for {
+		b, _ := os.ReadFile(console)
+		if bytes.Contains(b, []byte("ingot-debian-min: first boot")) {
+			return
+		}
+		select {
+		case <-qctx.Done():
+			t.Fatalf("no first-boot marker within 6 minutes; console:\n%s", tail(b, 3000))
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
