@@ -52,7 +52,7 @@ func buildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := image.Build(ctx, is, image.Options{Out: filepath.Join(cache, "images", "lab"), Cache: cache, KernelDeb: k.Root})
+	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, KernelDeb: k.Root})
 	if err != nil {
 		return nil, fmt.Errorf("lab image: %w", err)
 	}
