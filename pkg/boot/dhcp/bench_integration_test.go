@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -55,31 +56,25 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 	dir := b.TempDir()
 	switch name {
 	case "ingot":
-		st, err := store.Open(filepath.Join(dir, "ingot.db"), benchStoreOptions)
-		if err != nil {
+		// A process of its own, as Kea and dnsmasq are: this test binary
+		// re-executed inside the namespace (see TestMain).
+		db := filepath.Join(dir, "ingot.db")
+		cmd := srv.Command(context.Background(), os.Args[0])
+		cmd.Env = append(os.Environ(), "INGOT_DHCP_BENCH_SERVER="+db)
+		cmd.Stderr = os.Stderr
+		if err := srv.Start(cmd); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { st.Close() })
-		pool, err := dhcp.ParsePool("10.77.0.0/16,10.77.1.0-10.77.250.255,router=10.77.0.1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		var s *dhcp.Server
-		if err := srv.Do(func() (err error) {
-			s, err = dhcp.NewServer(dhcp.Config{Interface: "eth0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
-				LeaseTime: time.Hour, Store: st, Unknown: dhcp.UnknownIgnore})
-			if err != nil {
-				return err
-			}
-			return s.Listen()
-		}); err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Serve(ctx) }()
-		b.Cleanup(func() { cancel(); <-done })
 		return func(acks int) {
+			cmd.Process.Signal(syscall.SIGTERM) // graceful: in-flight commits finish
+			if err := cmd.Wait(); err != nil {
+				b.Errorf("ingot server: %v", err)
+			}
+			st, err := store.Open(db, benchStoreOptions)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
 			ls, err := st.ListLeases(context.Background())
 			if err != nil {
 				b.Fatal(err)
@@ -124,6 +119,39 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 		b.Fatalf("unknown peer %s", name)
 	}
 	return func(int) {}
+}
+
+// TestMain runs the benchmark's ingot server when re-executed with
+// INGOT_DHCP_BENCH_SERVER=DBPATH (inside the server namespace).
+func TestMain(m *testing.M) {
+	if db := os.Getenv("INGOT_DHCP_BENCH_SERVER"); db != "" {
+		if err := benchServer(db); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func benchServer(db string) error {
+	st, err := store.Open(db, benchStoreOptions)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	pool, err := dhcp.ParsePool("10.77.0.0/16,10.77.1.0-10.77.250.255,router=10.77.0.1")
+	if err != nil {
+		return err
+	}
+	s, err := dhcp.NewServer(dhcp.Config{Interface: "eth0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
+		LeaseTime: time.Hour, Store: st, Unknown: dhcp.UnknownIgnore})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	return s.Serve(ctx)
 }
 
 // loadgen runs DORA exchanges from one UDP socket on port 68, broadcast
