@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -30,6 +31,7 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cmdline := fs.String("cmdline", "/proc/cmdline", "kernel command line file to read ingot.server and ingot.token from")
 	envFile := fs.String("env", "/etc/ingot/firstboot.env", "file with INGOT_SERVER= and INGOT_TOKEN= lines")
 	root := fs.String("root", "/", "root of /proc, /sys and /etc to read")
+	mac := fs.String("mac", "", "without a token, identify the machine by this MAC (default: the first NIC's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -52,6 +54,14 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *token != "" {
 		cfg.Token = *token
 	}
+	if cfg.Token == "" {
+		// The installed OS of a rebooted machine holds no token: the server
+		// accepts the report by MAC from the address it leased to it.
+		cfg.Mode, cfg.MAC = "discovery", *mac
+		if cfg.MAC == "" {
+			cfg.MAC = firstMAC(*root)
+		}
+	}
 	cfg.OnError = agent.OnErrorWait
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
@@ -64,7 +74,9 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := api.NewAgentClient(cfg.Server, cfg.Token, nil).FirstBoot(ctx, sw); err != nil {
+	client := api.NewAgentClient(cfg.Server, cfg.Token, nil)
+	client.MAC = cfg.MAC
+	if err := client.FirstBoot(ctx, sw); err != nil {
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
 		return 1
 	}
@@ -87,4 +99,19 @@ func parseEnv(b []byte) map[string]string {
 		}
 	}
 	return m
+}
+
+// firstMAC is the MAC of the first physical NIC (by name) under root/sys.
+func firstMAC(root string) string {
+	dir := filepath.Join(root, "sys/class/net")
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "device")); err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, e.Name(), "address")); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
 }

@@ -325,3 +325,54 @@ func TestAgentFirstboot(t *testing.T) {
 		t.Errorf("posted %s (%v)", got, err)
 	}
 }
+
+func TestAgentFirstbootByMAC(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" || r.URL.Path != api.PathFirstboot {
+			http.Error(w, "no", http.StatusBadRequest)
+			return
+		}
+		query = r.URL.RawQuery
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	for p, s := range map[string]string{"proc/sys/kernel/osrelease": "6.1.0-40-amd64\n",
+		"sys/class/net/eth0/address": "52:54:00:12:34:56\n", "sys/class/net/eth0/device/vendor": "0x1af4\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(s), 0o644)
+	}
+	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", "/dev/null", "--server", srv.URL, "--root", root)
+	if code != 0 || query != "mac=52%3A54%3A00%3A12%3A34%3A56" {
+		t.Fatalf("exit %d, query %q:\n%s", code, query, out)
+	}
+}
+
+func TestAgentDiscoveryWithoutToken(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	code, out := runAgent(t, "--cmdline", "/dev/null", "--server", srv.URL, "--root", fakeRoot)
+	if code == 0 {
+		t.Fatalf("no token and no discovery mode: exit 0:\n%s", out)
+	}
+	cmdline := filepath.Join(t.TempDir(), "cmdline")
+	os.WriteFile(cmdline, []byte("ingot.server="+srv.URL+" ingot.mode=discovery ingot.mac=52:54:00:aa:bb:cc"), 0o644)
+	code, out = runAgent(t, "--cmdline", cmdline, "--root", fakeRoot)
+	if code != 0 || !strings.Contains(out, "handoff poweroff (not performed") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "POST " + api.PathInventory + "?mac=52%3A54%3A00%3Aaa%3Abb%3Acc"
+	if len(got) == 0 || got[0] != want {
+		t.Errorf("requests %v, want the first %q (no task GET without a token)", got, want)
+	}
+}

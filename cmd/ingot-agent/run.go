@@ -120,6 +120,7 @@ func resolvConf(isInit bool) string {
 
 func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger) *agent.Agent {
 	client := api.NewAgentClient(cfg.Server, cfg.Token, log)
+	client.MAC = cfg.MAC
 	sysRoot := o.root + "/sys"
 	return &agent.Agent{
 		Config:  cfg,

@@ -65,9 +65,16 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 		a.Now = time.Now
 	}
 	a.Console.Mark("starting machine=%s server=%s", a.Config.Machine, a.Config.Server)
-	task, err := a.task(ctx)
-	if err != nil {
-		return Outcome{}, a.fail(ctx, api.StepTask, err)
+	var task api.Task
+	if a.Config.Discovery() && a.Config.Token == "" {
+		// The discovery agent has no token and so no task: inventory only.
+		task = api.Task{MachineID: a.Config.Machine, Mode: api.ModeDiscover}
+	} else {
+		t, err := a.task(ctx)
+		if err != nil {
+			return Outcome{}, a.fail(ctx, api.StepTask, err)
+		}
+		task = t
 	}
 	out := Outcome{Task: task, Handoff: task.Handoff}
 	a.Console.Mark("task mode=%s recipe=%s version=%s image=%s", task.Mode, task.Recipe, task.RecipeVersion, task.Image.URL)

@@ -32,6 +32,11 @@ type Config struct {
 	Iface   string  // ingot.iface=NAME: DHCP on this interface only
 	Disk    string  // ingot.disk=/dev/X: write here, overriding the recipe's selector
 	Debug   bool    // ingot.debug (or ingot.debug=1): verbose logs
+	// Mode is ingot.mode: "discovery" when ingot's HTTP boot handed an
+	// unknown machine the discovery agent, with no token; the agent then
+	// posts its inventory identified by MAC (ingot.mac) and powers off.
+	Mode string
+	MAC  string // ingot.mac=aa:bb:...: the MAC the machine booted from
 	// TaskWait bounds how long the agent keeps asking for its task while the
 	// server answers 503 or cannot be reached: ingot.taskwait=10m.
 	TaskWait time.Duration
@@ -61,6 +66,10 @@ func ParseCmdline(s string) (Config, error) {
 			cfg.Iface = v
 		case "disk":
 			cfg.Disk = v
+		case "mode":
+			cfg.Mode = v
+		case "mac":
+			cfg.MAC = v
 		case "onerror":
 			cfg.OnError = OnError(v)
 		case "debug":
@@ -87,8 +96,16 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("ingot.server=%q: expected an http:// or https:// URL with a host, e.g. http://10.77.0.1:8080", c.Server)
 	}
-	if c.Token == "" {
+	switch c.Mode {
+	case "", "discovery":
+	default:
+		return fmt.Errorf("ingot.mode=%q: expected discovery (or no ingot.mode)", c.Mode)
+	}
+	if c.Token == "" && !c.Discovery() {
 		return fmt.Errorf("ingot.token is missing: expected the machine's one-time token on the kernel command line (or --token)")
+	}
+	if c.Token == "" && c.MAC == "" {
+		return fmt.Errorf("ingot.mode=discovery without ingot.token needs ingot.mac=MAC to identify the machine")
 	}
 	switch c.OnError {
 	case OnErrorWait, OnErrorPoweroff, OnErrorReboot:
@@ -100,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Discovery reports whether the agent was booted as the discovery agent.
+func (c Config) Discovery() bool { return c.Mode == "discovery" }
 
 // splitCmdline splits on spaces outside double quotes and drops the quotes,
 // as the kernel's next_arg does.

@@ -32,6 +32,8 @@ func TestParseCmdline(t *testing.T) {
 		"empty":        {in: "", want: base},
 		"last wins":    {in: "ingot.token=a ingot.token=b", want: with(func(c *Config) { c.Token = "b" })},
 		"bad taskwait": {in: "ingot.taskwait=soon", bad: "ingot.taskwait"},
+		"discovery": {in: "ingot.server=http://s ingot.mode=discovery ingot.mac=52:54:00:00:00:01",
+			want: with(func(c *Config) { c.Server, c.Mode, c.MAC = "http://s", "discovery", "52:54:00:00:00:01" })},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -58,12 +60,15 @@ func TestConfigValidate(t *testing.T) {
 		edit func(*Config)
 		bad  string
 	}{
-		"ok":            {func(*Config) {}, ""},
-		"no server":     {func(c *Config) { c.Server = "" }, "ingot.server is missing"},
-		"not a url":     {func(c *Config) { c.Server = "10.77.0.1:8080" }, "http://"},
-		"no token":      {func(c *Config) { c.Token = "" }, "ingot.token is missing"},
-		"bad onerror":   {func(c *Config) { c.OnError = "explode" }, "ingot.onerror"},
-		"relative disk": {func(c *Config) { c.Disk = "sda" }, "absolute"},
+		"ok":                 {func(*Config) {}, ""},
+		"no server":          {func(c *Config) { c.Server = "" }, "ingot.server is missing"},
+		"not a url":          {func(c *Config) { c.Server = "10.77.0.1:8080" }, "http://"},
+		"no token":           {func(c *Config) { c.Token = "" }, "ingot.token is missing"},
+		"bad onerror":        {func(c *Config) { c.OnError = "explode" }, "ingot.onerror"},
+		"relative disk":      {func(c *Config) { c.Disk = "sda" }, "absolute"},
+		"discovery no token": {func(c *Config) { c.Token, c.Mode, c.MAC = "", "discovery", "52:54:00:00:00:01" }, ""},
+		"discovery no mac":   {func(c *Config) { c.Token, c.Mode = "", "discovery" }, "ingot.mac"},
+		"bad mode":           {func(c *Config) { c.Mode = "wipe" }, "ingot.mode"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

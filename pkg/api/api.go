@@ -7,7 +7,9 @@
 //
 // JSON over HTTP. Every request carries `Authorization: Bearer TOKEN`, where
 // TOKEN is the machine's one-time token from the kernel command line
-// (ingot.token=...). The server derives the machine from the token; a token
+// (ingot.token=...). Without a token (the discovery agent of an unknown
+// machine, an installed OS without one) requests carry ?mac=MAC instead and
+// the server decides what it accepts that way. The server derives the machine from the token; a token
 // is valid only for its machine and expires when the machine's job ends.
 // Servers answer 401 for a missing or unknown token and 403 for a token of
 // another machine; the client never retries those. 5xx, 429 and connection

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type AgentClient struct {
 	Backoff    time.Duration // first wait, doubled each try up to MaxBackoff; default 500 ms
 	MaxBackoff time.Duration // default 10 s
 	Logger     *slog.Logger  // default: discard
+	// MAC identifies the machine instead of Token (discovery agent, installed
+	// OS): sent as ?mac=MAC, with no Authorization header.
+	MAC string
 }
 
 // NewAgentClient returns a client with the defaults.
@@ -166,11 +170,17 @@ func (c *AgentClient) once(ctx context.Context, method, path string, body []byte
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, rd)
+	target := c.Server + path
+	if c.Token == "" && c.MAC != "" {
+		target += "?mac=" + url.QueryEscape(c.MAC)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.Token)
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
