@@ -376,3 +376,23 @@ func TestAgentDiscoveryWithoutToken(t *testing.T) {
 		t.Errorf("requests %v, want the first %q (no task GET without a token)", got, want)
 	}
 }
+
+// A discover task from a server with no job for the machine: done is
+// refused (409, as the engine answers), the agent still powers off.
+func TestAgentDiscoverDoneRefused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case api.PathTask:
+			json.NewEncoder(w).Encode(api.Task{MachineID: "m-3", Mode: api.ModeDiscover})
+		case api.PathDone:
+			http.Error(w, "done from m-3: no running job", http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}))
+	defer srv.Close()
+	code, out := runAgent(t, "--cmdline", "/dev/null", "--server", srv.URL, "--token", "t", "--root", fakeRoot)
+	if code != 0 || !strings.Contains(out, "discovery finished anyway") || !strings.Contains(out, "handoff poweroff") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}

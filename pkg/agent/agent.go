@@ -115,7 +115,11 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 	}
 	done.Handoff = out.Handoff
 	a.postLog(ctx)
-	if err := a.API.Done(ctx, done); err != nil {
+	if err := a.API.Done(ctx, done); err != nil && task.Mode == api.ModeDiscover {
+		// Discovery's work (the inventory) is delivered; a server with no job
+		// for this machine may refuse done (409): power off anyway.
+		a.Console.Mark("done not acknowledged (%v); discovery finished anyway", err)
+	} else if err != nil {
 		// Without the server's acknowledgement the machine must not boot the
 		// image as if it were ready: treat as a failure (reported if possible).
 		return out, &StepError{Step: api.StepHandoff, Err: fmt.Errorf("posting done: %w", err)}
