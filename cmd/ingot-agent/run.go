@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.net {
-		l, err := netup.Up(ctx, netup.Config{Iface: cfg.Iface, ResolvConf: resolvConf(isInit), Logger: log})
+		l, err := netup.Up(ctx, netup.Config{Iface: cfg.Iface, ResolvConf: resolvConf(isInit), KeepLease: true, Logger: log})
 		if err != nil {
 			return fatal(o, cfg, con, fmt.Errorf("network: %w", err))
 		}

@@ -30,7 +30,12 @@ type Config struct {
 	DHCPTimeout time.Duration // the whole DHCP exchange; default 60 s
 	ResolvConf  string        // write name servers here ("/etc/resolv.conf" as PID 1); "" = don't
 	VendorClass string        // DHCP option 60; default "ingot-agent"
-	Logger      *slog.Logger
+	// KeepLease renews the lease in the background (at half its time, as
+	// RFC 2131's T1) until ctx ends, so a long image write keeps its address.
+	KeepLease bool
+	// RenewEvery, if shorter than half the lease, renews this often (tests).
+	RenewEvery time.Duration
+	Logger     *slog.Logger
 }
 
 // Lease is the configured address.
@@ -64,9 +69,14 @@ func Up(ctx context.Context, cfg Config) (Lease, error) {
 		return Lease{}, err
 	}
 	cfg.Logger.Info("link up", "iface", ifc.Name, "mac", ifc.HardwareAddr.String())
-	l, err := dhcp(ctx, cfg, ifc)
+	l, c, err := dhcp(ctx, cfg, ifc)
 	if err != nil {
 		return Lease{}, err
+	}
+	if cfg.KeepLease {
+		go keep(ctx, cfg, c, l)
+	} else {
+		c.Close()
 	}
 	if err := Configure(ifc.Index, l); err != nil {
 		return l, err
@@ -162,25 +172,70 @@ func setUp(name string) error {
 	return nil
 }
 
-func dhcp(ctx context.Context, cfg Config, ifc net.Interface) (Lease, error) {
+// dhcp gets a lease; the caller owns (and closes) the returned client.
+func dhcp(ctx context.Context, cfg Config, ifc net.Interface) (Lease, *nclient4.Client, error) {
 	c, err := nclient4.New(ifc.Name, nclient4.WithTimeout(4*time.Second), nclient4.WithRetry(3))
 	if err != nil {
-		return Lease{}, fmt.Errorf("DHCP on %s: %w", ifc.Name, err)
+		return Lease{}, nil, fmt.Errorf("DHCP on %s: %w", ifc.Name, err)
 	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, cfg.DHCPTimeout)
+	dctx, cancel := context.WithTimeout(ctx, cfg.DHCPTimeout)
 	defer cancel()
 	var last error
-	for ctx.Err() == nil {
-		lease, err := c.Request(ctx, dhcpv4.WithOption(dhcpv4.OptClassIdentifier(cfg.VendorClass)),
+	for dctx.Err() == nil {
+		lease, err := c.Request(dctx, dhcpv4.WithOption(dhcpv4.OptClassIdentifier(cfg.VendorClass)),
 			dhcpv4.WithRequestedOptions(dhcpv4.OptionSubnetMask, dhcpv4.OptionRouter, dhcpv4.OptionDomainNameServer))
 		if err == nil {
-			return leaseOf(ifc, lease)
+			l, err := leaseOf(ifc, lease)
+			if err != nil {
+				c.Close()
+			}
+			return l, c, err
 		}
 		last = err
 		cfg.Logger.Warn("DHCP attempt failed", "iface", ifc.Name, "err", err)
 	}
-	return Lease{}, fmt.Errorf("DHCP on %s (%s): no lease within %s: %v", ifc.Name, ifc.HardwareAddr, cfg.DHCPTimeout, last)
+	c.Close()
+	return Lease{}, nil, fmt.Errorf("DHCP on %s (%s): no lease within %s: %v", ifc.Name, ifc.HardwareAddr, cfg.DHCPTimeout, last)
+}
+
+// keep renews the lease at half its time (or RenewEvery) until ctx ends. A
+// failed renewal is retried sooner; the address stays configured meanwhile
+// (a server that NAKs has reassigned it, which the next request will show).
+func keep(ctx context.Context, cfg Config, c *nclient4.Client, l Lease) {
+	defer c.Close()
+	raw := l.raw
+	wait := renewAfter(l.Duration, cfg.RenewEvery)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		nl, err := c.Renew(rctx, raw)
+		cancel()
+		if err != nil {
+			cfg.Logger.Warn("DHCP renewal failed", "iface", l.Iface, "err", err)
+			wait = max(wait/2, time.Second)
+			continue
+		}
+		raw = nl
+		cfg.Logger.Debug("DHCP lease renewed", "iface", l.Iface, "addr", l.Addr.String())
+		wait = renewAfter(nl.ACK.IPAddressLeaseTime(l.Duration), cfg.RenewEvery)
+	}
+}
+
+// renewAfter is T1: half the lease, or every if set and sooner; an
+// infinite or unknown lease is renewed hourly.
+func renewAfter(lease, every time.Duration) time.Duration {
+	t1 := lease / 2
+	if lease <= 0 || lease == time.Duration(0xffffffff)*time.Second {
+		t1 = time.Hour
+	}
+	if every > 0 && every < t1 {
+		t1 = every
+	}
+	return max(t1, time.Second)
 }
 
 // leaseOf turns an ACK into a Lease.

@@ -5,6 +5,7 @@ package netup
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,15 +31,15 @@ func TestIntegrationUpDnsmasq(t *testing.T) {
 	dns := srv.Command(ctx, "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=vs0",
 		"--bind-interfaces", "--dhcp-range=10.77.5.50,10.77.5.60,255.255.255.0,1h", "--dhcp-option=3,10.77.5.1",
 		"--dhcp-option=6,10.77.5.1", "--leasefile-ro", "--dhcp-authoritative", "--log-dhcp")
-	var out strings.Builder
-	dns.Stdout, dns.Stderr = &out, &out
+	out := &syncBuffer{}
+	dns.Stdout, dns.Stderr = out, out
 	if err := srv.Start(dns); err != nil {
 		t.Fatal(err)
 	}
 	var l Lease
 	err := cli.Do(func() error {
 		var err error
-		l, err = Up(ctx, Config{CarrierWait: 10 * time.Second, DHCPTimeout: 30 * time.Second})
+		l, err = Up(ctx, Config{CarrierWait: 10 * time.Second, DHCPTimeout: 30 * time.Second, KeepLease: true, RenewEvery: time.Second})
 		return err
 	})
 	if err != nil {
@@ -54,6 +55,14 @@ func TestIntegrationUpDnsmasq(t *testing.T) {
 	route, _ := cli.Run(ctx, "ip", "-4", "route", "show", "default")
 	if !strings.Contains(string(route), "default via 10.77.5.1 dev eth0") {
 		t.Errorf("no default route via 10.77.5.1:\n%s", route)
+	}
+	// The background renewal talks to dnsmasq again (RenewEvery 1 s).
+	deadline := time.Now().Add(20 * time.Second)
+	for strings.Count(out.String(), "DHCPACK") < 2 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := strings.Count(out.String(), "DHCPACK"); n < 2 {
+		t.Errorf("dnsmasq sent %d ACKs, want a renewal after the first:\n%s", n, out.String())
 	}
 	if !strings.Contains(out.String(), "ingot-agent") {
 		t.Errorf("dnsmasq did not log vendor class ingot-agent:\n%s", out.String())
@@ -76,4 +85,22 @@ func indexOf(t *testing.T, n *netns.NS, name string) int {
 		return nil
 	})
 	return idx
+}
+
+// syncBuffer is a strings.Builder safe for dnsmasq's output goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

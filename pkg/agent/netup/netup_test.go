@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -51,5 +52,19 @@ func TestMessages(t *testing.T) {
 	}
 	if got := ResolvConf([]net.IP{net.ParseIP("10.0.0.1")}); got != "nameserver 10.0.0.1\n" {
 		t.Errorf("ResolvConf = %q", got)
+	}
+}
+
+func TestRenewAfter(t *testing.T) {
+	for _, tc := range []struct{ lease, every, want time.Duration }{
+		{time.Hour, 0, 30 * time.Minute},
+		{time.Hour, time.Second, time.Second},
+		{0, 0, time.Hour},
+		{time.Duration(0xffffffff) * time.Second, 0, time.Hour},
+		{time.Second, 0, time.Second},
+	} {
+		if got := renewAfter(tc.lease, tc.every); got != tc.want {
+			t.Errorf("renewAfter(%v, %v) = %v, want %v", tc.lease, tc.every, got, tc.want)
+		}
 	}
 }
