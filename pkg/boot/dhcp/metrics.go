@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		packets: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ingot_dhcp_packets_total",
-			Help: "DHCP requests handled, by request type and result (offer, ack, nak, drop, error).",
+			Help: "DHCP requests handled, by request type and result (offer, ack, nak, drop, error, stale).",
 		}, []string{"type", "result"}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ingot_dhcp_handle_seconds",
@@ -68,6 +68,14 @@ func (m *metrics) observe(req, reply *dhcpv4.DHCPv4, err error, d time.Duration)
 	}
 	m.packets.WithLabelValues(typeLabel(req.MessageType()), result).Inc()
 	m.seconds.Observe(d.Seconds())
+}
+
+// stale counts a request dropped unanswered because it waited too long.
+func (m *metrics) stale(req *dhcpv4.DHCPv4) {
+	if m == nil {
+		return
+	}
+	m.packets.WithLabelValues(typeLabel(req.MessageType()), "stale").Inc()
 }
 
 func typeLabel(t dhcpv4.MessageType) string {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
@@ -118,6 +119,12 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() {
 			defer workers.Done()
 			for j := range work {
+				if time.Since(j.at) > staleAfter {
+					// Overload: the client has retransmitted by now, and
+					// answering late only delays the fresh requests.
+					s.h.metrics.stale(j.req)
+					continue
+				}
 				s.answer(ctx, j.conn, j.req, j.in)
 			}
 		}()
@@ -148,7 +155,13 @@ type job struct {
 	conn *net.UDPConn
 	req  *dhcpv4.DHCPv4
 	in   Meta
+	at   time.Time // received
 }
+
+// staleAfter is how long a request may wait for a worker. iPXE and EDK2
+// retransmit after 1 s or more (RFC 2131 §4.1 suggests 4 s); a request
+// older than that has been superseded.
+const staleAfter = time.Second
 
 func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, work chan<- job) error {
 	buf := make([]byte, 1500)
@@ -165,7 +178,8 @@ func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, work chan<-
 			s.cfg.Logger.Debug("dhcp undecodable packet", "peer", peer, "err", err)
 			continue
 		}
-		work <- job{conn: c, req: req, in: Meta{Port: port, Peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())}}
+		work <- job{conn: c, req: req, in: Meta{Port: port, Peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())},
+			at: time.Now()}
 	}
 }
 
