@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/net/ipv4"
 	"io"
 	"log/slog"
 	"net"
@@ -160,6 +161,15 @@ func (s *Server) Listen() (net.Addr, error) {
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(s.addr))
 	if err != nil {
 		return nil, fmt.Errorf("tftp: listening on %s: %w", s.addr, err)
+	}
+	// Ask for each datagram's destination and interface now, not when the
+	// library's Serve does: a request that arrives in between would carry
+	// no control message, and the library then assumes a 512-byte MTU
+	// limit and clamps blksize to 512 (seen with EDK2's first RRQ).
+	if s.addr.Addr().Is4() {
+		if err := ipv4.NewPacketConn(conn).SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true); err != nil {
+			s.log.Warn("tftp: no per-packet interface info; blksize stays at 512", "err", err)
+		}
 	}
 	s.conn = conn
 	return conn.LocalAddr(), nil
