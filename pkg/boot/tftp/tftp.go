@@ -34,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/net/ipv4"
 	"io"
 	"log/slog"
 	"net"
@@ -44,6 +43,7 @@ import (
 
 	ptftp "github.com/pin/tftp/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/ipv4"
 
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 )
