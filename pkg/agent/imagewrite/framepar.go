@@ -35,6 +35,10 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 16)
 	jobs := make(chan job)
 	budget := newBudget(maxInFlight)
+	// Frame and output buffers are recycled: allocating (and zeroing) a
+	// fresh one per frame cost as much CPU as decoding.
+	inBufs := make(chan []byte, workers+2)
+	outBufs := make(chan []byte, workers+2)
 	var mu sync.Mutex
 	var zeros, written int64
 	var ferr error
@@ -60,7 +64,7 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 			defer dec.Close()
 			for j := range jobs {
 				if !failed() {
-					z, err := decodeAndWrite(dec, t, j.data, j.off, j.size)
+					z, err := decodeAndWrite(dec, t, j.data, j.off, j.size, outBufs)
 					mu.Lock()
 					zeros += z
 					written += j.size
@@ -70,6 +74,7 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 					}
 				}
 				budget.release(j.size)
+				recycle(inBufs, j.data)
 			}
 		}()
 	}
@@ -98,7 +103,7 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 		mu.Unlock()
 		prog.report(rr.off.Load(), w, false)
 		var err error
-		f, err = readFrame(r, nil, maxFrameBytes)
+		f, err = readFrame(r, reuse(inBufs), maxFrameBytes)
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -124,9 +129,14 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 }
 
 // decodeAndWrite decodes one frame into an aligned buffer of its declared
-// size and writes it at off.
-func decodeAndWrite(dec *zstd.Decoder, t *Target, frame []byte, off, size int64) (int64, error) {
-	out, err := dec.DecodeAll(frame, alignedBuffer(int(size))[:0])
+// size (from bufs when one is large enough) and writes it at off.
+func decodeAndWrite(dec *zstd.Decoder, t *Target, frame []byte, off, size int64, bufs chan []byte) (int64, error) {
+	out := reuse(bufs)
+	if int64(cap(out)) < size {
+		out = alignedBuffer(int(size))
+	}
+	defer func() { recycle(bufs, out) }()
+	out, err := dec.DecodeAll(frame, out[:0])
 	if err != nil {
 		return 0, fmt.Errorf("decompressing the zstd frame for output byte %d: %w", off, err)
 	}
@@ -176,4 +186,25 @@ func (b *budget) release(n int64) {
 	b.free += min(n, b.limit)
 	b.cond.Broadcast()
 	b.mu.Unlock()
+}
+
+// reuse takes a recycled buffer, or nil.
+func reuse(bufs chan []byte) []byte {
+	select {
+	case b := <-bufs:
+		return b[:0]
+	default:
+		return nil
+	}
+}
+
+// recycle offers b for reuse; a full pool drops it.
+func recycle(bufs chan []byte, b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	select {
+	case bufs <- b[:0]:
+	default:
+	}
 }

@@ -36,7 +36,13 @@ func readFrame(r io.Reader, buf []byte, maxSize int) (frameInfo, error) {
 			return nil, fmt.Errorf("zstd frame over %d bytes", maxSize)
 		}
 		start := len(buf)
-		buf = append(buf, make([]byte, n)...)
+		if cap(buf)-start < n {
+			// Grow without zeroing on every block: recycled buffers rarely grow.
+			nb := make([]byte, start, 2*cap(buf)+n)
+			copy(nb, buf)
+			buf = nb
+		}
+		buf = buf[:start+n]
 		if _, err := io.ReadFull(r, buf[start:]); err != nil {
 			if err == io.EOF && start == 0 {
 				return nil, io.EOF

@@ -124,10 +124,10 @@ func TestDecodeAndWriteSizeMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	if _, err := decodeAndWrite(dec, tgt, frame, 0, 13); err == nil || !strings.Contains(err.Error(), "header says 13") {
+	if _, err := decodeAndWrite(dec, tgt, frame, 0, 13, make(chan []byte, 1)); err == nil || !strings.Contains(err.Error(), "header says 13") {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := decodeAndWrite(dec, tgt, frame[:len(frame)-3], 0, 12); err == nil || !strings.Contains(err.Error(), "decompressing") {
+	if _, err := decodeAndWrite(dec, tgt, frame[:len(frame)-3], 0, 12, make(chan []byte, 1)); err == nil || !strings.Contains(err.Error(), "decompressing") {
 		t.Fatalf("truncated frame: err = %v", err)
 	}
 }

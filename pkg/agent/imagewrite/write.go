@@ -112,7 +112,7 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 		// xxhash is skipped: the sha256 of the stream as served covers it.
 		pf = newPrefetcher(rr, 1<<20, 4)
 		raw = pf
-		rec := &recorder{r: pf}
+		rec := &recorder{r: pf, buf: make([]byte, 0, maxFrameBytes+1<<16)}
 		first, ferr := readFrame(rec, nil, maxFrameBytes)
 		if ferr == nil && !first.skippable && first.contentSize >= 0 && first.contentSize <= maxFrameContent {
 			// Frames of known size: decoded in parallel (decodeFrames).
