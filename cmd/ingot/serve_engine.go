@@ -30,8 +30,17 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
 		return dialMachineBMC(ctx, m, getenv, log)
 	}
+	var artifacts engine.Artifacts
+	size := func(string) (int64, bool) { return 0, false }
+	if arts != nil {
+		artifacts = arts
+		size = func(sha string) (int64, bool) {
+			ref, err := arts.Stat(sha)
+			return ref.Size, err == nil
+		}
+	}
 	e, err := engine.New(engine.Config{
-		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: arts, Logger: log.With("service", "engine"),
+		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"),
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {
@@ -44,11 +53,7 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		return nil, err
 	}
 	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Recipes: recipes, RecipeNames: names,
-		BaseURL: publicURL, Logger: log.With("service", "api"),
-		ArtifactSize: func(sha string) (int64, bool) {
-			ref, err := arts.Stat(sha)
-			return ref.Size, err == nil
-		}})
+		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+	"github.com/ingot-dev/ingot/pkg/vbmc"
+)
+
+// simAgent plays the in-RAM agent and the installed OS of every machine
+// whose job waits on them, over the real agent API (HTTP, machine tokens).
+type simAgent struct {
+	t    *testing.T
+	url  string
+	prov *provisioning
+	st   store.Store
+	mu   sync.Mutex
+	done map[string]bool // job+step already played
+}
+
+func (a *simAgent) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		jobs, _ := a.st.ListJobs(ctx, store.JobRunning)
+		for _, j := range jobs {
+			if j.Kind != "reimage" {
+				continue
+			}
+			key := j.ID + "/" + j.Step
+			a.mu.Lock()
+			seen := a.done[key]
+			a.done[key] = true
+			a.mu.Unlock()
+			if seen {
+				continue
+			}
+			switch j.Step {
+			case engine.StepBoot:
+				go a.agent(ctx, j.Machines[0])
+			case engine.StepFirstBoot:
+				go a.firstBoot(ctx, j.Machines[0])
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (a *simAgent) call(ctx context.Context, tok, method, path string, in, out any) error {
+	var body bytes.Buffer
+	if in != nil {
+		json.NewEncoder(&body).Encode(in)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, a.url+path, &body)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+// agent does what ingot-agent does after network boot, through the API.
+func (a *simAgent) agent(ctx context.Context, machineID string) {
+	tok, err := a.prov.api.IssueMachineToken(ctx, machineID) // as the iPXE script render does
+	if err != nil {
+		a.t.Error(err)
+		return
+	}
+	var task api.Task
+	steps := []func() error{
+		func() error { return a.call(ctx, tok, "GET", api.PathTask, nil, &task) },
+		func() error {
+			return a.call(ctx, tok, "POST", api.PathInventory, machine.Inventory{Source: "agent",
+				CPUs: []machine.CPU{{Model: "QEMU"}}}, nil)
+		},
+		func() error {
+			return a.call(ctx, tok, "POST", api.PathProgress, api.Progress{Step: "image", Bytes: 1 << 20, Total: 1 << 20}, nil)
+		},
+		func() error {
+			return a.call(ctx, tok, "POST", api.PathChecks, []api.CheckResult{{Name: "memory-size", OK: true, Value: 1}}, nil)
+		},
+		func() error { return a.call(ctx, tok, "POST", api.PathDone, api.Done{Step: "handoff", OK: true}, nil) },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			a.t.Errorf("agent on %s: %v", machineID, err)
+			return
+		}
+	}
+	if task.Mode != api.ModeProvision || task.Image.SHA256 == "" {
+		a.t.Errorf("agent on %s got task %+v", machineID, task)
+	}
+	// The token is spent when the job ends; keep it for the first boot.
+	a.mu.Lock()
+	a.done["token/"+machineID] = true
+	a.mu.Unlock()
+	firstBootTokens.Store(machineID, tok)
+}
+
+var firstBootTokens sync.Map
+
+func (a *simAgent) firstBoot(ctx context.Context, machineID string) {
+	tok, _ := firstBootTokens.Load(machineID)
+	s, _ := tok.(string)
+	if err := a.call(ctx, s, "POST", api.PathFirstboot, machine.Software{Kernel: "6.1.0", Drivers: map[string]string{}}, nil); err != nil {
+		a.t.Errorf("first boot of %s: %v", machineID, err)
+	}
+}
+
+// The engine against 20 virtual BMCs (the DMTF rackmount mockup, real
+// Redfish through pkg/bmc) and simulated agents speaking the real agent API:
+// a rollout in waves of 5 after a canary, where one machine's BMC refuses
+// its credentials, stops at max-failures 0 and runs to the end at 1.
+func TestRolloutAgainstVirtualBMCs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 virtual BMCs and two rollouts")
+	}
+	for _, tc := range []struct {
+		maxFailures int
+		want        store.JobState
+		ready       int
+	}{{0, store.JobFailed, 10}, {1, store.JobSucceeded, 19}} { // node07 is in wave 3 (canary 1, then 5s)
+		t.Run(fmt.Sprint("max-failures=", tc.maxFailures), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			fleet, err := vbmc.StartFleet(ctx, 20, vbmc.Config{Root: vbmcMockup(t, "dmtf-public-rackmount1"), Username: "admin", Password: "pw"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fleet.Close()
+			st := storetest.Open(t)
+			rc := &recipe.Recipe{Name: "rack", Version: "1",
+				BIOS:       recipe.BIOS{Attributes: map[string]recipe.Value{"ProcTurboMode": recipe.StringValue("Disabled")}},
+				OS:         recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: "ab" + string(bytes.Repeat([]byte("0"), 62))}},
+				Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size"}}},
+				Timeouts:   recipe.Timeouts{Retries: 1}}
+			recipes := func(name string) (*recipe.Recipe, error) {
+				if name != rc.Name {
+					return nil, fmt.Errorf("no recipe %s", name)
+				}
+				return rc, nil
+			}
+			good := filepath.Join(dir, "good.cred")
+			bad := filepath.Join(dir, "bad.cred")
+			os.WriteFile(good, []byte("username=admin\npassword=pw\n"), 0o600)
+			os.WriteFile(bad, []byte("username=admin\npassword=wrong\n"), 0o600)
+			for i, u := range fleet.URLs {
+				cred := good
+				if i == 7 {
+					cred = bad
+				}
+				m := &machine.Machine{Name: fmt.Sprintf("node%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:02:%02x", i)},
+					Recipe: "rack", State: machine.StateEnrolled, Rack: fmt.Sprintf("r%d", i%4),
+					BMC: machine.BMC{Endpoint: u, CredentialRef: "file:" + cred}}
+				if err := st.CreateMachine(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			log := slog.New(slog.DiscardHandler)
+			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", os.Getenv, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go prov.engine.Run(ctx)
+			srv := httptest.NewServer(prov.api.Handler())
+			defer srv.Close()
+			a := &simAgent{t: t, url: srv.URL, prov: prov, st: st, done: map[string]bool{}}
+			go a.run(ctx)
+
+			j, err := prov.engine.StartRollout(ctx, engine.RolloutSpec{Recipe: "rack", Batch: 5, MaxFailures: tc.maxFailures, PerRack: 2}, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err = prov.engine.Wait(ctx, j.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.State != tc.want {
+				t.Fatalf("rollout %s (%s), want %s", j.State, j.Reason, tc.want)
+			}
+			ready, _ := st.ListMachines(ctx, store.MachineFilter{State: machine.StateReady})
+			if len(ready) != tc.ready {
+				t.Errorf("%d machines ready, want %d; rollout: %s", len(ready), tc.ready, j.Reason)
+			}
+			// Real Redfish happened: every ready machine's BMC holds the BIOS
+			// attribute and booted from the disk last.
+			for _, m := range ready {
+				var idx int
+				fmt.Sscanf(m.Name, "node%02d", &idx)
+				b := fleet.BMCs[idx]
+				if b.Power() != "On" {
+					t.Errorf("%s: BMC power %s, want On", m.Name, b.Power())
+				}
+			}
+		})
+	}
+}
