@@ -1,11 +1,17 @@
 // Package imagewrite streams a golden image from HTTP onto a disk: fetch
 // (resuming with Range after a dropped connection), optionally zstd
 // decompress, sha256 of the stream as served verified at the end, large
-// aligned writes, zero runs skipped only where the target reads back zeros,
-// progress at most every 500 ms, fsync (and BLKFLSBUF) before success.
+// aligned writes (O_DIRECT where the target takes it), zero runs skipped only
+// where the target reads back zeros (a file it created, BLKZEROOUT on a
+// device that supports write-zeroes), progress at most every 500 ms, fsync
+// (and BLKFLSBUF) before success.
 //
-// The pipeline is two goroutines: one reads HTTP -> sha256 -> zstd into 4 MiB
-// buffers, the other writes them, so decompression and the disk overlap.
+// Stages run in parallel: a read-ahead goroutine does HTTP and sha256; a
+// stream of zstd frames that declare their size (an image compressed in
+// chunks) is decoded frame by frame on every core, each frame written at its
+// offset; a single large frame (what zstd's CLI makes) is decoded by one
+// goroutine feeding two writers.
+//
 // A sha256 mismatch returns a *ChecksumError and wipes the written image's
 // first and last MiB so the machine cannot boot what was written.
 package imagewrite
