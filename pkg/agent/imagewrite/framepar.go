@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +27,30 @@ const (
 	maxInFlight     = 768 << 20 // decompressed bytes held by workers at once
 )
 
+// frameLimit is the largest frame decoded whole: a quarter of the memory
+// budget, so a small VM streams instead.
+func frameLimit(o Options) int64 { return min(maxFrameContent, o.Memory/4) }
+
+// defaultMemory is a quarter of MemAvailable, at most maxInFlight.
+func defaultMemory() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 256 << 20
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "MemAvailable:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 0 {
+				break
+			}
+			if kib, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+				return min(maxInFlight, kib<<10/4)
+			}
+		}
+	}
+	return 256 << 20
+}
+
 // decodeFrames decodes first and the frames after it from r on
 // GOMAXPROCS workers and writes each at its offset.
 func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o Options, r io.Reader,
@@ -34,7 +61,7 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 	}
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 16)
 	jobs := make(chan job)
-	budget := newBudget(maxInFlight)
+	budget := newBudget(o.Memory)
 	// Frame and output buffers are recycled: allocating (and zeroing) a
 	// fresh one per frame cost as much CPU as decoding.
 	inBufs := make(chan []byte, workers+2)
@@ -114,8 +141,8 @@ func decodeFrames(ctx context.Context, cancel context.CancelFunc, t *Target, o O
 			rerr = fmt.Errorf("reading image %s at byte %d: %w", o.URL, rr.off.Load(), err)
 			break
 		}
-		if f.contentSize > maxFrameContent {
-			rerr = fmt.Errorf("image %s: zstd frame of %d bytes decompressed, over the %d this agent buffers", o.URL, f.contentSize, maxFrameContent)
+		if f.contentSize > frameLimit(o) {
+			rerr = fmt.Errorf("image %s: zstd frame of %d bytes decompressed, over the %d this agent buffers (Options.Memory/4)", o.URL, f.contentSize, frameLimit(o))
 			break
 		}
 	}

@@ -149,3 +149,25 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// With little memory, a stream of frames is decoded by the streaming path.
+func TestWriteMultiFrameLowMemory(t *testing.T) {
+	raw := testImage(t, 9<<20)
+	zst := multiFrame(t, raw, 4<<20)
+	srv := newImageServer(t, zst, 0, false)
+	path := filepath.Join(t.TempDir(), "disk.img")
+	tgt, err := OpenTarget(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	if _, err := Write(context.Background(), tgt, Options{URL: srv.URL + "/img", SHA256: sum(zst), Format: "raw.zst", Memory: 8 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, raw) {
+		t.Fatal("written image differs")
+	}
+	if m := defaultMemory(); m <= 0 || m > maxInFlight {
+		t.Errorf("defaultMemory() = %d", m)
+	}
+}

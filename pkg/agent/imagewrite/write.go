@@ -37,14 +37,18 @@ type Options struct {
 	Format string // "raw" (default) or "raw.zst"
 	Size   int64  // bytes of the stream as served; 0 = unknown
 
-	Client        *http.Client     // default: http.Client without a timeout (the stream is long)
-	Progress      func(Progress)   // called from the writing goroutine
-	ProgressEvery time.Duration    // default 500 ms; Progress is never called more often
-	Retries       int              // reconnects in a row without a byte; default 10
-	RetryBackoff  time.Duration    // first wait between reconnects, doubled; default 250 ms
-	BufferSize    int              // bytes per write; default 4 MiB (a multiple of 64 KiB)
-	Logger        *slog.Logger     // default: discard
-	now           func() time.Time // tests
+	Client        *http.Client   // default: http.Client without a timeout (the stream is long)
+	Progress      func(Progress) // called from the writing goroutine
+	ProgressEvery time.Duration  // default 500 ms; Progress is never called more often
+	Retries       int            // reconnects in a row without a byte; default 10
+	RetryBackoff  time.Duration  // first wait between reconnects, doubled; default 250 ms
+	BufferSize    int            // bytes per write; default 4 MiB (a multiple of 64 KiB)
+	// Memory bounds the decompressed bytes parallel frame decoding holds;
+	// default a quarter of MemAvailable, at most 768 MiB. Frames larger than
+	// a quarter of it are streamed instead.
+	Memory int64
+	Logger *slog.Logger     // default: discard
+	now    func() time.Time // tests
 }
 
 // Progress is one progress report.
@@ -120,7 +124,7 @@ func Write(ctx context.Context, t *Target, o Options) (Result, error) {
 		raw = pf
 		rec := &recorder{r: pf, buf: make([]byte, 0, maxFrameBytes+1<<16)}
 		first, ferr := readFrame(rec, nil, maxFrameBytes)
-		if ferr == nil && !first.skippable && first.contentSize >= 0 && first.contentSize <= maxFrameContent {
+		if ferr == nil && !first.skippable && first.contentSize >= 0 && first.contentSize <= frameLimit(o) {
 			// Frames of known size: decoded in parallel (decodeFrames).
 			off, zeros, rerr = decodeFrames(ctx, cancel, t, o, pf, first, rr, start)
 			break
@@ -225,6 +229,9 @@ func (o Options) withDefaults() Options {
 	o.BufferSize = (o.BufferSize + zeroChunk - 1) / zeroChunk * zeroChunk
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Memory <= 0 {
+		o.Memory = defaultMemory()
 	}
 	if o.now == nil {
 		o.now = time.Now
