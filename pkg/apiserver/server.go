@@ -116,7 +116,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/rollouts", operator, s.postRollout},
 		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
 		{"GET", api.PathTask, agent, s.agentTask},
-		{"POST", api.PathInventory, agent, s.agentInventory},
+		{"POST", api.PathInventory, public, s.agentInventory},
 		{"POST", api.PathProgress, agent, s.agentProgress},
 		{"POST", api.PathChecks, agent, s.agentChecks},
 		{"POST", api.PathLog, agent, s.agentLog},
@@ -441,11 +441,29 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 	return nil
 }
 
-func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, p principal) error {
+// agentInventory takes the agent's inventory. A provisioning agent sends
+// its machine token; a discovery agent (an unknown machine booted with no
+// token) sends ?mac=, accepted only from the address ingot's DHCP leased
+// to that MAC and only for a machine still in state discovered.
+func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, _ principal) error {
 	var inv machine.Inventory
 	if err := decode(r, &inv); err != nil {
 		return err
 	}
+	id, err := s.firstBootMachine(r)
+	if err != nil {
+		return err
+	}
+	if r.Header.Get("Authorization") == "" {
+		m, err := s.store.GetMachine(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		if m.State != machine.StateDiscovered {
+			return errorf(http.StatusForbidden, "inventory by MAC is for discovered machines; %s is %s: use its machine token", m.Name, m.State)
+		}
+	}
+	p := principal{machineID: id}
 	if inv.Source == "" {
 		inv.Source = "agent"
 	}
@@ -532,6 +550,9 @@ func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ princi
 	return nil
 }
 
+// firstBootMachine identifies the machine of a request that may carry no
+// token: by its machine token when it has one, else by ?mac= checked
+// against the DHCP lease of the caller's address.
 func (s *Server) firstBootMachine(r *http.Request) (string, error) {
 	if r.Header.Get("Authorization") != "" {
 		p, err := s.authenticate(r)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"sort"
 	"strings"
 	"testing"
@@ -169,5 +170,40 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	sort.Strings(served)
 	if d := cmp.Diff(documented, served); d != "" {
 		t.Errorf("openapi.yaml and routes differ (-documented +served):\n%s", d)
+	}
+}
+
+// A discovery agent has no token: its inventory is accepted by MAC only from
+// the address leased to that MAC, and only while the machine is discovered.
+func TestDiscoveryInventoryByMAC(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	disc := &machine.Machine{Name: "disc1", MACs: []string{"52:54:00:00:00:09"}, State: machine.StateDiscovered}
+	if err := f.s.CreateMachine(ctx, disc); err != nil {
+		t.Fatal(err)
+	}
+	lease := func(mac, ip string) {
+		if err := f.s.PutLease(ctx, store.Lease{MAC: mac, IP: netip.MustParseAddr(ip), State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inv := machine.Inventory{CPUs: []machine.CPU{{Model: "EPYC"}}}
+	if code, body := f.do(t, "POST", api.PathInventory+"?mac=52:54:00:00:00:09", "", inv); code != 403 {
+		t.Errorf("no lease: %d %s, want 403", code, body)
+	}
+	lease("52:54:00:00:00:09", "127.0.0.1") // httptest's client comes from 127.0.0.1
+	if code, body := f.do(t, "POST", api.PathInventory+"?mac=52:54:00:00:00:09", "", inv); code != 204 {
+		t.Fatalf("discovered machine from its leased address: %d %s, want 204", code, body)
+	}
+	snaps, _ := f.s.Inventories(ctx, disc.ID)
+	if len(snaps) != 1 || snaps[0].Inventory.CPUs[0].Model != "EPYC" {
+		t.Errorf("stored snapshots %+v", snaps)
+	}
+	if err := f.s.DeleteLease(ctx, "52:54:00:00:00:09"); err != nil {
+		t.Fatal(err)
+	}
+	lease("52:54:00:00:00:01", "127.0.0.1") // node1 is ready: it must use its token
+	if code, body := f.do(t, "POST", api.PathInventory+"?mac=52:54:00:00:00:01", "", inv); code != 403 || !strings.Contains(string(body), "machine token") {
+		t.Errorf("ready machine by MAC: %d %s, want 403", code, body)
 	}
 }

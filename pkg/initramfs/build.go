@@ -20,6 +20,10 @@ import (
 var DefaultModules = []string{
 	"virtio_pci", "virtio_net", "virtio_blk", "e1000", "e1000e",
 	"ahci", "sd_mod", "nvme", "vfat", "nls_cp437", "nls_ascii", "ext4",
+	// ext4 needs crc32c through a soft dependency .modinfo does not list;
+	// virtio_rng feeds the entropy pool (under TCG it stays empty for
+	// minutes otherwise, which stalls DHCP).
+	"crc32c_generic", "virtio_rng",
 }
 
 // ModulesList is where the agent finds the modules to load: one absolute

@@ -41,6 +41,9 @@ func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 		"-monitor", "none", "-no-reboot",
 		"-netdev", "tap,id=n0,ifname=" + v.Tap + ",script=no,downscript=no",
 		"-drive", "if=none,id=d0,format=raw,file=" + v.Disk,
+		// An entropy source: without one the guest's pool stays empty for
+		// minutes under TCG.
+		"-device", "virtio-rng-pci",
 	}
 	if v.Firmware == "uefi" {
 		args = append(args, "-machine", "q35",
