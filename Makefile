@@ -7,6 +7,7 @@ export CGO_ENABLED ?= 0
 # Every Go package that has fuzz targets; each runs FUZZTIME in `make test`.
 FUZZTIME ?= 10s
 LONGFUZZ ?= 10m
+LABDIR ?= /var/lib/ingot-lab
 
 .PHONY: help build deps test test-unit test-integration test-e2e fuzz fuzz-short lint bench lab lab-down clean
 
@@ -47,10 +48,10 @@ bench: build ## benchmarks side by side with peers (dnsmasq, kea, tftpd-hpa, ngi
 	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -p 1 -timeout 60m ./...
 
 lab: build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
-	./bin/ingot lab up --wait
+	./bin/ingot lab up --dir $(LABDIR)
 
 lab-down: ## remove everything the lab made
-	./bin/ingot lab down
+	./bin/ingot lab down --dir $(LABDIR)
 
 clean: ## remove build outputs
 	rm -rf bin
