@@ -47,7 +47,7 @@ fuzz: ## every fuzz target for LONGFUZZ (default 10m)
 bench: build ## benchmarks side by side with peers (dnsmasq, kea, tftpd-hpa, nginx, dd); ratios printed
 	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -p 1 -timeout 60m ./...
 
-lab: build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
+lab: deps build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
 	./bin/ingot lab up --dir $(LABDIR)
 
 lab-down: ## remove everything the lab made
