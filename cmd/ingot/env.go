@@ -45,7 +45,7 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return nil
+			return errHelp // usage printed; run ends the command successfully
 		}
 		return errUsage
 	}

@@ -75,7 +75,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
-			return c.run(ctx, e, args[1:])
+			if err := c.run(ctx, e, args[1:]); !errors.Is(err, errHelp) {
+				return err
+			}
+			return nil
 		}
 	}
 	fmt.Fprintf(stderr, "ingot: unknown command %q\n\n", args[0])

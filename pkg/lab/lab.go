@@ -122,6 +122,13 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 			return nil, fmt.Errorf("a lab is already up in %s (namespace %s): run 'ingot lab down' first", cfg.Dir, st.Namespace)
 		}
 	}
+	// A lab starts from nothing: what an earlier lab left (its database,
+	// disks, recipes) is removed. Only the lab's own subfolders are touched.
+	for _, sub := range []string{"data", "recipes", "vms", "bmc"} {
+		if err := os.RemoveAll(filepath.Join(cfg.Dir, sub)); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
