@@ -17,28 +17,18 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 	sf := addStoreCLIFlags(fs)
 	since := fs.Uint64("since", 0, "only events after this sequence number (then -n counts from there)")
 	n := fs.Int("n", 20, "how many events; 0 = all")
-	pos, err := parseWithArgs(e, fs, args)
+	node, err := parseNode(e, fs, sf, "events", args)
 	if err != nil {
 		return helpOK(err)
-	}
-	if err := wantArgs(fs, pos, "NODE"); err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	if err := sf.check(); err != nil {
-		return fmt.Errorf("events: %w", err)
 	}
 	if *n < 0 {
 		return fmt.Errorf("events: -n %d: expected a count >= 0", *n)
 	}
-	st, err := sf.open(false)
+	st, m, err := sf.openMachine(ctx, node)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := st.GetMachine(ctx, pos[0])
-	if err != nil {
-		return err
-	}
 	var evs []machine.Event
 	if *since > 0 || *n == 0 {
 		evs, err = st.Events(ctx, m.ID, *since, *n)

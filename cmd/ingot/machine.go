@@ -129,6 +129,37 @@ func parseWithArgs(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 	return pos, nil
 }
 
+// parseNode parses the flags and the one NODE argument of a command and
+// checks the output format; cmd prefixes its errors.
+func parseNode(e *env, fs *flag.FlagSet, sf *storeCLIFlags, cmd string, args []string) (string, error) {
+	pos, err := parseWithArgs(e, fs, args)
+	if err != nil {
+		return "", err
+	}
+	if err := wantArgs(fs, pos, "NODE"); err != nil {
+		return "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	if err := sf.check(); err != nil {
+		return "", fmt.Errorf("%s: %w", cmd, err)
+	}
+	return pos[0], nil
+}
+
+// openMachine opens the database and reads one machine by name or ID; the
+// caller closes the store.
+func (f *storeCLIFlags) openMachine(ctx context.Context, node string) (*store.Bolt, *machine.Machine, error) {
+	st, err := f.open(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := st.GetMachine(ctx, node)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, m, nil
+}
+
 // errHelp: usage was printed on request; the command succeeds.
 var errHelp = errors.New("help shown")
 
@@ -330,25 +361,15 @@ type machineView struct {
 func runMachineShow(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("machine show", "machine show NODE")
 	sf := addStoreCLIFlags(fs)
-	pos, err := parseWithArgs(e, fs, args)
+	node, err := parseNode(e, fs, sf, "machine show", args)
 	if err != nil {
 		return helpOK(err)
 	}
-	if err := wantArgs(fs, pos, "NODE"); err != nil {
-		return fmt.Errorf("machine show: %w", err)
-	}
-	if err := sf.check(); err != nil {
-		return fmt.Errorf("machine show: %w", err)
-	}
-	st, err := sf.open(false)
+	st, m, err := sf.openMachine(ctx, node)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := st.GetMachine(ctx, pos[0])
-	if err != nil {
-		return err
-	}
 	evs, err := st.LastEvents(ctx, m.ID, 5)
 	if err != nil {
 		return err
@@ -397,22 +418,15 @@ func writeMachine(w io.Writer, m *machine.Machine) {
 func runMachineRm(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("machine rm", "machine rm NODE")
 	sf := addStoreCLIFlags(fs)
-	pos, err := parseWithArgs(e, fs, args)
+	node, err := parseNode(e, fs, sf, "machine rm", args)
 	if err != nil {
 		return helpOK(err)
 	}
-	if err := wantArgs(fs, pos, "NODE"); err != nil {
-		return fmt.Errorf("machine rm: %w", err)
-	}
-	st, err := sf.open(false)
+	st, m, err := sf.openMachine(ctx, node)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	m, err := st.GetMachine(ctx, pos[0])
-	if err != nil {
-		return err
-	}
 	if err := st.DeleteMachine(ctx, m.ID); err != nil {
 		return err
 	}

@@ -36,25 +36,15 @@ func runMachineInspect(ctx context.Context, e *env, args []string) error {
 	insecure := fs.Bool("insecure", false, "do not verify the BMC's TLS certificate (also set per machine at enrollment)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
-	pos, err := parseWithArgs(e, fs, args)
+	node, err := parseNode(e, fs, sf, "machine inspect", args)
 	if err != nil {
 		return helpOK(err)
 	}
-	if err := wantArgs(fs, pos, "NODE"); err != nil {
-		return fmt.Errorf("machine inspect: %w", err)
-	}
-	if err := sf.check(); err != nil {
-		return fmt.Errorf("machine inspect: %w", err)
-	}
-	st, err := sf.open(false)
+	st, m, err := sf.openMachine(ctx, node)
 	if err != nil {
-		return err
+		return fmt.Errorf("machine inspect %s: %w", node, err)
 	}
 	defer st.Close()
-	m, err := st.GetMachine(ctx, pos[0])
-	if err != nil {
-		return fmt.Errorf("machine inspect %s: %w", pos[0], err)
-	}
 	if m.BMC.Endpoint == "" || m.BMC.CredentialRef == "" {
 		return fmt.Errorf("machine inspect %s: no BMC endpoint or credential reference; enroll it with --bmc URL --bmc-cred file:PATH|env:VAR", m.Name)
 	}
