@@ -450,7 +450,7 @@ func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, _ princi
 	if err := decode(r, &inv); err != nil {
 		return err
 	}
-	id, err := s.firstBootMachine(r)
+	id, err := s.machineByTokenOrLease(r)
 	if err != nil {
 		return err
 	}
@@ -539,7 +539,7 @@ func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ princi
 	if err := decode(r, &sw); err != nil {
 		return err
 	}
-	id, err := s.firstBootMachine(r)
+	id, err := s.machineByTokenOrLease(r)
 	if err != nil {
 		return err
 	}
@@ -550,33 +550,36 @@ func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ princi
 	return nil
 }
 
-// firstBootMachine identifies the machine of a request that may carry no
+// machineByTokenOrLease identifies the machine of a request that may carry no
 // token: by its machine token when it has one, else by ?mac= checked
 // against the DHCP lease of the caller's address.
-func (s *Server) firstBootMachine(r *http.Request) (string, error) {
+func (s *Server) machineByTokenOrLease(r *http.Request) (string, error) {
 	if r.Header.Get("Authorization") != "" {
 		p, err := s.authenticate(r)
-		if err != nil || p.machineID == "" {
-			return "", errorf(http.StatusUnauthorized, "first boot: %v", err)
+		if err != nil {
+			return "", errorf(http.StatusUnauthorized, "%s: %v", r.URL.Path, err)
+		}
+		if p.machineID == "" {
+			return "", errorf(http.StatusForbidden, "%s: needs a machine token, not an operator token", r.URL.Path)
 		}
 		return p.machineID, nil
 	}
 	mac, err := machine.NormalizeMAC(r.URL.Query().Get("mac"))
 	if err != nil {
-		return "", errorf(http.StatusBadRequest, "first boot: query parameter mac: %v", err)
+		return "", errorf(http.StatusBadRequest, "%s: query parameter mac: %v", r.URL.Path, err)
 	}
 	l, err := s.store.LeaseByMAC(r.Context(), mac)
 	if err != nil {
-		return "", errorf(http.StatusForbidden, "first boot: no DHCP lease for %s", mac)
+		return "", errorf(http.StatusForbidden, "%s: no DHCP lease for %s", r.URL.Path, mac)
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	src, err := netip.ParseAddr(host)
 	if err != nil || src.Unmap() != l.IP {
-		return "", errorf(http.StatusForbidden, "first boot: %s is leased to %s, not to the caller %s", mac, l.IP, host)
+		return "", errorf(http.StatusForbidden, "%s: %s is leased to %s, not to the caller %s", r.URL.Path, mac, l.IP, host)
 	}
 	m, err := s.store.MachineByMAC(r.Context(), mac)
 	if err != nil {
-		return "", errorf(http.StatusForbidden, "first boot: no machine with MAC %s", mac)
+		return "", errorf(http.StatusForbidden, "%s: no machine with MAC %s", r.URL.Path, mac)
 	}
 	return m.ID, nil
 }

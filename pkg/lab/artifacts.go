@@ -24,15 +24,10 @@ type Pins struct {
 
 func cacheDir(cfg Config) string { return initramfs.CacheDir(cfg.Getenv) }
 
-// BuildArtifacts builds (or reuses from the cache) the agent's kernel and
+// buildArtifacts builds (or reuses from the cache) the agent's kernel and
 // initramfs and the lab image. Every lab and end-to-end test on a machine
 // shares one build: the initramfs is cached by a digest of its inputs and
-// the image build is reproducible.
-func BuildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
-	cfg.defaults()
-	return buildArtifacts(ctx, cfg)
-}
-
+// the image build by a digest of its definition.
 func buildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
 	cache := cacheDir(cfg)
 	k, err := initramfs.FetchKernel(ctx, cache, "auto")

@@ -246,7 +246,7 @@ func (l *Lab) spawn(name string, args ...string) (int, error) {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, l.cfg.Binary}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, l.State.Binary}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
