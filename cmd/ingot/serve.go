@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
+
+// serveGCPercent is the GC target `ingot serve` runs with unless GOGC is set.
+const serveGCPercent = 400
 
 // runServe runs DHCP, TFTP and HTTP boot (and the API, mounted through
 // serve.Deps.Mount) until SIGTERM or SIGINT. Settings: see pkg/serve.
@@ -31,6 +35,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log := e.logger(cfg.LogLevel)
+	if e.getenv("GOGC") == "" {
+		// A DHCP storm allocates a little per packet in a small heap; the
+		// default GOGC=100 spent ~12% of the server's CPU in GC (measured with
+		// the DHCP benchmark). A few MiB more heap is the cheaper side.
+		debug.SetGCPercent(serveGCPercent)
+	}
 	recipes, names, err := loadRecipes(cfg.Recipes)
 	if err != nil {
 		return err

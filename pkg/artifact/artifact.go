@@ -26,6 +26,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // Errors. Test with errors.Is.
@@ -146,19 +148,7 @@ func (s *Store) commit(tmp string, ref Ref) error {
 	if err := os.Rename(tmp, dst); err != nil {
 		return fmt.Errorf("storing artifact %s: %w", ref.SHA256, err)
 	}
-	return syncDir(filepath.Dir(dst))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
+	return durable.SyncDir(filepath.Dir(dst))
 }
 
 // PutFile stores the file at path.
@@ -272,7 +262,7 @@ func (s *Store) SetName(name, sha string) error {
 	if err != nil {
 		return fmt.Errorf("naming artifact %s: %w", name, err)
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // Resolve turns a hash or a human name into a hash of a stored artifact.

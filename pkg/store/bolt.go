@@ -59,6 +59,7 @@ type Bolt struct {
 	path   string
 	opts   Options
 	closed atomic.Bool
+	leases *leaseLog // leases.go, leaselog.go
 }
 
 var _ Store = (*Bolt)(nil)
@@ -72,7 +73,10 @@ func Open(path string, opts Options) (*Bolt, error) {
 			return nil, fmt.Errorf("opening store %s: creating directory: %w", path, err)
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout})
+	// InitialMmapSize: address space only. Without it bbolt remaps as the
+	// file grows, and a remap waits for every reader (the DHCP server's
+	// lookups) to finish: the first thousands of leases paid it repeatedly.
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, InitialMmapSize: 256 << 20})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening store %s: %w (waited %s; stop the other process or use its API)", path, ErrLocked, opts.Timeout)
 	}
@@ -87,6 +91,10 @@ func Open(path string, opts Options) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
+	if err := b.openLeases(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
 	return b, nil
 }
 
@@ -98,8 +106,12 @@ func (b *Bolt) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
+	lerr := b.closeLeases()
 	if err := b.db.Close(); err != nil {
-		return fmt.Errorf("closing store %s: %w", b.path, err)
+		return fmt.Errorf("closing store %s: %w", b.path, errors.Join(lerr, err))
+	}
+	if lerr != nil {
+		return fmt.Errorf("closing store %s: %w", b.path, lerr)
 	}
 	return nil
 }

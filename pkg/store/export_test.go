@@ -1,9 +1,28 @@
 package store
 
-import "context"
+import (
+	"context"
 
-// PutLeaseUpdate is PutLease with one db.Update per call instead of
-// db.Batch, for BenchmarkPutLease.
+	bolt "go.etcd.io/bbolt"
+)
+
+// PutLeaseUpdate writes l straight into bbolt with one fsynced db.Update,
+// bypassing the lease log (what PutLease did before the log), for
+// BenchmarkPutLease. Only for fresh stores with distinct MACs.
 func (b *Bolt) PutLeaseUpdate(ctx context.Context, l Lease) error {
-	return b.putLease(ctx, l, b.update)
+	return b.update(ctx, func(tx *bolt.Tx) error { return applyLeaseOp(tx, leaseOp{Put: &l}) })
+}
+
+// ApplyLeaseLog applies the lease log now, as the applier does after
+// leaseApplyDelay.
+func (b *Bolt) ApplyLeaseLog() error { return b.applyLeases(false) }
+
+// LeaseLogSegments lists the lease log's segment files.
+func (b *Bolt) LeaseLogSegments() ([]string, error) {
+	segs, err := b.leases.segments()
+	var out []string
+	for _, n := range segs {
+		out = append(out, b.leases.segPath(n))
+	}
+	return out, err
 }

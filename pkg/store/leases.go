@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -12,60 +16,217 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
+// leaseApplyDelay is how long logged lease mutations gather before one
+// bbolt transaction applies them (see leaselog.go).
+const leaseApplyDelay = 100 * time.Millisecond
+
 // PutLease stores l under its MAC (normalized) and indexes its IP. An IP held
 // by another MAC's live lease (offered or bound, not expired by the store's
-// clock) gives ErrConflict. It returns after the commit, sharing the fsync
-// with concurrent callers (db.Batch).
+// clock) gives ErrConflict. It returns once the lease is durable in the
+// lease log, sharing the fdatasync with concurrent callers.
 func (b *Bolt) PutLease(ctx context.Context, l Lease) error {
-	return b.putLease(ctx, l, b.batch)
+	return b.PutLeases(ctx, []Lease{l})[0]
 }
 
-// putLease is PutLease with the transaction runner chosen by the caller
-// (benchmarks compare Batch with Update).
-func (b *Bolt) putLease(ctx context.Context, l Lease, run func(context.Context, func(*bolt.Tx) error) error) error {
-	mac, err := machine.NormalizeMAC(l.MAC)
+// PutLeases stores many leases with one fdatasync: the DHCP server's group
+// commit (pkg/boot/dhcp gathers the leases that arrive while the previous
+// round commits). The result holds one error per lease: a lease whose IP is
+// held by another MAC's live lease gets ErrConflict, an invalid one its own
+// error, and the others are still stored; a failure to write the log is
+// reported for every lease.
+func (b *Bolt) PutLeases(ctx context.Context, ls []Lease) []error {
+	ops := make([]leaseOp, len(ls))
+	errs := make([]error, len(ls))
+	for i, l := range ls {
+		mac, err := machine.NormalizeMAC(l.MAC)
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("storing lease: %w", err)
+		case !l.IP.IsValid():
+			errs[i] = fmt.Errorf("storing lease for %s: IP is missing", mac)
+		default:
+			l.MAC, l.IP = mac, l.IP.Unmap()
+			ops[i] = leaseOp{Put: &l}
+		}
+	}
+	errs = b.logLeases(ctx, ops, errs)
+	for i, err := range errs {
+		if err != nil && ops[i].Put != nil {
+			errs[i] = fmt.Errorf("storing lease %s -> %s: %w", ops[i].Put.MAC, ops[i].Put.IP, err)
+		}
+	}
+	return errs
+}
+
+// DeleteLease removes the lease of mac and its IP index entry.
+func (b *Bolt) DeleteLease(ctx context.Context, mac string) error {
+	norm, err := machine.NormalizeMAC(mac)
 	if err != nil {
-		return fmt.Errorf("storing lease: %w", err)
+		return fmt.Errorf("deleting lease: %w", err)
 	}
-	if !l.IP.IsValid() {
-		return fmt.Errorf("storing lease for %s: IP is missing", mac)
+	if err := b.logLeases(ctx, []leaseOp{{Del: norm}}, []error{nil})[0]; err != nil {
+		return fmt.Errorf("deleting lease of %s: %w", norm, err)
 	}
-	l.MAC = mac
-	l.IP = l.IP.Unmap()
-	now := b.opts.Now().UTC()
-	l.Updated = now
-	err = run(ctx, func(tx *bolt.Tx) error {
-		leases, ips := tx.Bucket(bLeases), tx.Bucket(bIdxIP)
-		ipKey := []byte(l.IP.String())
-		if holder := ips.Get(ipKey); holder != nil && string(holder) != mac {
-			var other Lease
-			if _, err := getJSON(leases, holder, &other); err != nil {
-				return err
-			}
-			if other.IP == l.IP && other.live(now) {
-				return fmt.Errorf("IP %s is leased to %s until %s: %w", l.IP, holder, other.Expires.Format("2006-01-02T15:04:05Z"), ErrConflict)
+	return nil
+}
+
+// logLeases is the group commit: ops join the queue, and the first caller
+// to find no leader leads, writing rounds until the queue is empty. An op
+// with a preset error is skipped.
+func (b *Bolt) logLeases(ctx context.Context, ops []leaseOp, errs []error) []error {
+	if err := b.ready(ctx); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
 			}
 		}
-		var old Lease
-		if ok, err := getJSON(leases, []byte(mac), &old); err != nil {
-			return err
-		} else if ok && old.IP != l.IP {
-			oldKey := []byte(old.IP.String())
-			if string(ips.Get(oldKey)) == mac {
-				if err := ips.Delete(oldKey); err != nil {
-					return err
+		return errs
+	}
+	lg := b.leases
+	req := &leaseReq{ops: ops, errs: errs, done: make(chan struct{})}
+	lg.qmu.Lock()
+	lg.queue = append(lg.queue, req)
+	if lg.leading {
+		lg.qmu.Unlock()
+		<-req.done
+		return req.errs
+	}
+	lg.leading = true
+	lg.qmu.Unlock()
+	for {
+		lg.qmu.Lock()
+		round := lg.queue
+		lg.queue = nil
+		if len(round) == 0 {
+			lg.leading = false
+			lg.qmu.Unlock()
+			return req.errs
+		}
+		lg.qmu.Unlock()
+		b.writeLeaseRound(round)
+		for _, r := range round {
+			close(r.done)
+		}
+	}
+}
+
+// writeLeaseRound checks a round's mutations against the current leases
+// (bbolt plus the overlay plus the round's earlier mutations), logs the
+// accepted ones with one fdatasync, and only then shows them to readers.
+func (b *Bolt) writeLeaseRound(round []*leaseReq) {
+	lg := b.leases
+	lg.wmu.Lock()
+	defer lg.wmu.Unlock()
+	fail := func(err error) {
+		for _, r := range round {
+			for i := range r.ops {
+				if r.errs[i] == nil {
+					r.errs[i] = err
 				}
 			}
 		}
-		if err := ips.Put(ipKey, []byte(mac)); err != nil {
-			return err
-		}
-		return putJSON(leases, []byte(mac), &l)
-	})
-	if err != nil {
-		return fmt.Errorf("storing lease %s -> %s: %w", mac, l.IP, err)
 	}
-	return nil
+	if b.closed.Load() {
+		fail(ErrClosed)
+		return
+	}
+	now := b.opts.Now().UTC()
+	var (
+		buf      []byte
+		accepted []leaseOp
+	)
+	local := map[string]leaseOp{}      // this round's accepted mutations by MAC
+	localIP := map[netip.Addr]string{} // this round's puts by IP
+	lg.mu.RLock()
+	err := b.db.View(func(tx *bolt.Tx) error {
+		current := func(mac string) (*Lease, error) {
+			if op, ok := local[mac]; ok {
+				return op.Put, nil
+			}
+			return b.currentLease(tx, mac)
+		}
+		for _, r := range round {
+			for i, op := range r.ops {
+				if r.errs[i] != nil {
+					continue
+				}
+				mac := op.mac()
+				if op.Put != nil {
+					l := *op.Put
+					holder, ok := localIP[l.IP]
+					if !ok {
+						holder = b.ipHolder(tx, l.IP)
+					}
+					if holder != "" && holder != mac {
+						other, err := current(holder)
+						if err != nil {
+							return err
+						}
+						if other != nil && other.IP == l.IP && other.live(now) {
+							r.errs[i] = fmt.Errorf("IP %s is leased to %s until %s: %w", l.IP, holder, other.Expires.Format("2006-01-02T15:04:05Z"), ErrConflict)
+							continue
+						}
+					}
+					l.Updated = now
+					op = leaseOp{Put: &l}
+					localIP[l.IP] = mac
+				} else {
+					cur, err := current(mac)
+					if err != nil {
+						return err
+					}
+					if cur == nil {
+						r.errs[i] = ErrNotFound
+						continue
+					}
+				}
+				var err error
+				if buf, err = appendLeaseRecord(buf, op); err != nil {
+					r.errs[i] = err
+					continue
+				}
+				local[mac] = op
+				accepted = append(accepted, op)
+			}
+		}
+		return nil
+	})
+	lg.mu.RUnlock()
+	if err != nil {
+		fail(b.mapErr(err))
+		return
+	}
+	if len(buf) == 0 {
+		return
+	}
+	if err := lg.write(buf); err != nil {
+		fail(err)
+		return
+	}
+	lg.remember(accepted)
+}
+
+// currentLease is the lease of mac as readers see it: the overlay's
+// mutation if there is one, else bbolt's record; nil when there is none.
+// The caller holds lg.mu (read) and tx.
+func (b *Bolt) currentLease(tx *bolt.Tx, mac string) (*Lease, error) {
+	if e, ok := b.leases.byMAC[mac]; ok {
+		return e.op.Put, nil
+	}
+	l, err := getLease(tx, []byte(mac))
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return l, err
+}
+
+// ipHolder is the MAC that took ip last (it may since have moved on:
+// check its current lease). The caller holds lg.mu (read) and tx.
+func (b *Bolt) ipHolder(tx *bolt.Tx, ip netip.Addr) string {
+	if mac, ok := b.leases.byIP[ip]; ok {
+		return mac
+	}
+	return string(tx.Bucket(bIdxIP).Get([]byte(ip.String())))
 }
 
 // live reports whether the lease still holds its address at now.
@@ -80,32 +241,43 @@ func (b *Bolt) LeaseByMAC(ctx context.Context, mac string) (*Lease, error) {
 		return nil, fmt.Errorf("reading lease: %w", err)
 	}
 	var l *Lease
-	err = b.view(ctx, func(tx *bolt.Tx) error {
-		l, err = getLease(tx, []byte(norm))
+	err = b.viewLeases(ctx, func(tx *bolt.Tx) error {
+		l, err = b.currentLease(tx, norm)
+		if err == nil && l == nil {
+			err = ErrNotFound
+		}
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading lease of %s: %w", norm, err)
 	}
-	return l, nil
+	c := *l
+	return &c, nil
 }
 
-// LeaseByIP returns the lease that last took ip.
+// LeaseByIP returns the lease that holds ip.
 func (b *Bolt) LeaseByIP(ctx context.Context, ip netip.Addr) (*Lease, error) {
+	ip = ip.Unmap()
 	var l *Lease
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		mac := tx.Bucket(bIdxIP).Get([]byte(ip.Unmap().String()))
-		if mac == nil {
+	err := b.viewLeases(ctx, func(tx *bolt.Tx) error {
+		mac := b.ipHolder(tx, ip)
+		if mac == "" {
 			return ErrNotFound
 		}
 		var err error
-		l, err = getLease(tx, mac)
-		return err
+		if l, err = b.currentLease(tx, mac); err != nil {
+			return err
+		}
+		if l == nil || l.IP != ip {
+			return ErrNotFound
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading lease of IP %s: %w", ip, err)
 	}
-	return l, nil
+	c := *l
+	return &c, nil
 }
 
 func getLease(tx *bolt.Tx, mac []byte) (*Lease, error) {
@@ -123,8 +295,11 @@ func getLease(tx *bolt.Tx, mac []byte) (*Lease, error) {
 // ListLeases returns every lease, ordered by MAC.
 func (b *Bolt) ListLeases(ctx context.Context) ([]Lease, error) {
 	var out []Lease
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bLeases).ForEach(func(k, v []byte) error {
+	err := b.viewLeases(ctx, func(tx *bolt.Tx) error {
+		err := tx.Bucket(bLeases).ForEach(func(k, v []byte) error {
+			if _, ok := b.leases.byMAC[string(k)]; ok {
+				return nil // the overlay has a newer mutation
+			}
 			var l Lease
 			if err := json.Unmarshal(v, &l); err != nil {
 				return fmt.Errorf("decoding lease %s: %w", k, err)
@@ -132,34 +307,202 @@ func (b *Bolt) ListLeases(ctx context.Context) ([]Lease, error) {
 			out = append(out, l)
 			return nil
 		})
+		for _, e := range b.leases.byMAC {
+			if e.op.Put != nil {
+				out = append(out, *e.op.Put)
+			}
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing leases: %w", err)
 	}
+	slices.SortFunc(out, func(a, b Lease) int {
+		switch {
+		case a.MAC < b.MAC:
+			return -1
+		case a.MAC > b.MAC:
+			return 1
+		}
+		return 0
+	})
 	return out, nil
 }
 
-// DeleteLease removes the lease of mac and its IP index entry.
-func (b *Bolt) DeleteLease(ctx context.Context, mac string) error {
-	norm, err := machine.NormalizeMAC(mac)
-	if err != nil {
-		return fmt.Errorf("deleting lease: %w", err)
+// viewLeases is view with the overlay held still, so bbolt and the overlay
+// are read as one state (the applier forgets entries only after bbolt has
+// them).
+func (b *Bolt) viewLeases(ctx context.Context, fn func(*bolt.Tx) error) error {
+	b.leases.mu.RLock()
+	defer b.leases.mu.RUnlock()
+	return b.view(ctx, fn)
+}
+
+// applyLeaseOp writes one logged mutation to bbolt, keeping the IP index in
+// step: the index entry of an address the MAC left is removed if it still
+// points at the MAC.
+func applyLeaseOp(tx *bolt.Tx, op leaseOp) error {
+	leases, ips := tx.Bucket(bLeases), tx.Bucket(bIdxIP)
+	mac := []byte(op.mac())
+	old, err := getLease(tx, mac)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return err
 	}
-	err = b.update(ctx, func(tx *bolt.Tx) error {
-		l, err := getLease(tx, []byte(norm))
-		if err != nil {
-			return err
-		}
-		ips := tx.Bucket(bIdxIP)
-		if key := []byte(l.IP.String()); string(ips.Get(key)) == norm {
+	if old != nil && (op.Put == nil || old.IP != op.Put.IP) {
+		if key := []byte(old.IP.String()); string(ips.Get(key)) == string(mac) {
 			if err := ips.Delete(key); err != nil {
 				return err
 			}
 		}
-		return tx.Bucket(bLeases).Delete([]byte(norm))
+	}
+	if op.Put == nil {
+		return leases.Delete(mac)
+	}
+	if err := ips.Put([]byte(op.Put.IP.String()), mac); err != nil {
+		return err
+	}
+	return putJSON(leases, mac, op.Put)
+}
+
+// applyLeases moves the logged mutations into bbolt. Unless final, it first
+// seals the segment being written (new mutations go to the next one), so it
+// applies only whole segments; final (Close) applies everything with the
+// writer stopped.
+func (b *Bolt) applyLeases(final bool) error {
+	lg := b.leases
+	lg.wmu.Lock()
+	sealed := lg.seg
+	if final {
+		defer lg.wmu.Unlock()
+	} else {
+		lg.mu.RLock()
+		empty := len(lg.byMAC) == 0
+		lg.mu.RUnlock()
+		if empty && lg.size == 0 && lg.broken == nil {
+			lg.wmu.Unlock()
+			return nil
+		}
+		f, err := lg.create(sealed + 1)
+		if err != nil {
+			lg.wmu.Unlock()
+			return err
+		}
+		old := lg.f
+		lg.f, lg.seg, lg.size, lg.broken = f, sealed+1, 0, nil
+		lg.wmu.Unlock()
+		old.Close()
+	}
+	entries := lg.sealed(sealed)
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		for _, e := range entries {
+			if err := applyLeaseOp(tx, e.op); err != nil {
+				return fmt.Errorf("applying logged lease of %s: %w", e.op.mac(), err)
+			}
+		}
+		return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(sealed))
 	})
 	if err != nil {
-		return fmt.Errorf("deleting lease of %s: %w", norm, err)
+		return fmt.Errorf("applying the lease log to %s: %w", b.path, err)
 	}
+	lg.forget(entries)
+	return lg.removeUpTo(sealed)
+}
+
+// applyLoop applies the log leaseApplyDelay after the first mutation of a
+// batch, until Close.
+func (b *Bolt) applyLoop() {
+	lg := b.leases
+	defer close(lg.done)
+	for {
+		select {
+		case <-lg.kick:
+		case <-lg.stop:
+			return
+		}
+		select {
+		case <-time.After(leaseApplyDelay):
+		case <-lg.stop:
+			return
+		}
+		if err := b.applyLeases(false); err != nil {
+			b.opts.Logger.Warn("store: lease log not applied; retrying", "err", err)
+			select {
+			case lg.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// openLeases replays the segments left by a process that did not close the
+// store, starts a fresh segment and the applier.
+func (b *Bolt) openLeases() error {
+	lg := newLeaseLog(b.path)
+	b.leases = lg
+	segs, err := lg.segments()
+	if err != nil {
+		return err
+	}
+	var applied uint64
+	if err := b.db.View(func(tx *bolt.Tx) error {
+		if raw := tx.Bucket(bMeta).Get(kLeaseLogApplied); len(raw) == 8 {
+			applied = binary.BigEndian.Uint64(raw)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	last := applied
+	var ops []leaseOp
+	for _, n := range segs {
+		last = max(last, n)
+		if n <= applied {
+			continue // applied; its deletion did not survive a crash
+		}
+		data, err := os.ReadFile(lg.segPath(n))
+		if err != nil {
+			return fmt.Errorf("replaying lease log: %w", err)
+		}
+		seg, valid, derr := decodeLeaseLog(data)
+		if derr != nil {
+			b.opts.Logger.Warn("store: lease log segment ends in a partial record (written when the process died, never acknowledged); dropped",
+				"segment", lg.segPath(n), "valid_bytes", valid, "dropped_bytes", len(data)-valid, "why", derr)
+		}
+		ops = append(ops, seg...)
+	}
+	if last > applied {
+		err := b.db.Update(func(tx *bolt.Tx) error {
+			for _, op := range ops {
+				if err := applyLeaseOp(tx, op); err != nil {
+					return fmt.Errorf("replaying logged lease of %s: %w", op.mac(), err)
+				}
+			}
+			return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(last))
+		})
+		if err != nil {
+			return fmt.Errorf("replaying lease log: %w", err)
+		}
+		if len(ops) > 0 {
+			b.opts.Logger.Info("store: replayed lease log", "mutations", len(ops))
+		}
+	}
+	if err := lg.removeUpTo(last); err != nil {
+		return err
+	}
+	if lg.f, err = lg.create(last + 1); err != nil {
+		return err
+	}
+	lg.seg = last + 1
+	go b.applyLoop()
 	return nil
+}
+
+// closeLeases stops the applier, applies what is left and removes the log.
+func (b *Bolt) closeLeases() error {
+	lg := b.leases
+	close(lg.stop)
+	<-lg.done
+	err := b.applyLeases(true)
+	lg.f.Close()
+	return err
 }

@@ -12,6 +12,7 @@
 // Top-level buckets of the file (values are JSON unless noted):
 //
 //	meta                 "schema" -> big-endian uint64 schema version
+//	                     "lease_log_applied" -> last lease log segment applied
 //	machines             machine ID -> Machine
 //	idx_mac              normalized MAC -> machine ID
 //	idx_serial           serial -> machine ID
@@ -31,11 +32,16 @@
 // # Crash safety
 //
 // Every write is one bbolt transaction that is fsynced before the method
-// returns (group-committed with db.Batch for PutLease and AppendEvent). A
-// write whose method returned nil survives the process being killed at any
-// moment, and the file stays consistent (TestCrashSafety kills a writer with
-// SIGKILL and checks both). Durability across power loss rests on the disk
-// honouring fsync.
+// returns (group-committed with db.Batch for AppendEvent), except leases:
+// a DHCP ACK waits for its lease, so lease writes are appended to a log
+// beside the file (<db>.lease-log.N, one fdatasync per round of concurrent
+// writers) and applied to bbolt in the background; Open replays what a
+// killed process left (leaselog.go). A write whose method returned nil
+// survives the process being killed at any moment, and the file stays
+// consistent (TestCrashSafety kills a writer with SIGKILL and checks both).
+// Durability across power loss rests on the disk honouring fsync. A copy
+// of the database file taken while ingot runs lacks the leases still in
+// the log: back up with the server stopped, or copy the log files too.
 package store
 
 import (

@@ -7,10 +7,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +24,7 @@ import (
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"golang.org/x/sys/unix"
 
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
@@ -31,12 +36,13 @@ import (
 // Benchmark layout: server namespace eth0 10.77.0.1/16, load namespace eth0
 // 10.77.0.2/16, a veth between. Pools: 10.77.1.0 - 10.77.250.255.
 const (
-	benchClients = 2000 // distinct MACs, one DORA each
-	benchWindow  = 64   // exchanges in flight
+	benchClients       = 2000  // distinct MACs, one DORA each, all at once (storm)
+	benchSteadyClients = 20000 // distinct MACs at benchWindow in flight: ~2 s, past warm-up
+	benchWindow        = 64    // exchanges in flight (steady)
 )
 
-// benchStoreOptions: the defaults, as `ingot serve` opens the store. The
-// handler's group commit uses store.PutLeases (no batch timer).
+// benchStoreOptions: the defaults, as `ingot serve` opens the store (leases
+// go through its lease log, one fdatasync per round of concurrent ACKs).
 var benchStoreOptions = store.Options{Timeout: time.Second}
 
 func benchPair(b *testing.B) (srv, load *netns.NS) {
@@ -49,9 +55,15 @@ func benchPair(b *testing.B) (srv, load *netns.NS) {
 	return srv, load
 }
 
-// startPeer starts the named server in srv and returns a function that,
-// after the load, checks what it must (for ingot: every ACK committed).
-func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) {
+// peer is a started server: its process (for its CPU time) and what to
+// check after the load (for ingot: every ACK committed).
+type peer struct {
+	pid   int
+	check func(acks int)
+}
+
+// startPeer starts the named server in srv.
+func startPeer(b *testing.B, name string, srv *netns.NS) peer {
 	b.Helper()
 	dir := b.TempDir()
 	switch name {
@@ -65,11 +77,16 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 		if err := srv.Start(cmd); err != nil {
 			b.Fatal(err)
 		}
-		return func(acks int) {
-			cmd.Process.Signal(syscall.SIGTERM) // graceful: in-flight commits finish
-			if err := cmd.Wait(); err != nil {
-				b.Errorf("ingot server: %v", err)
+		return peer{cmd.Process.Pid, func(acks int) {
+			// SIGKILL, not a graceful stop: what the ACKs promised must be
+			// durable without the lease log being applied at shutdown.
+			// (SIGTERM when profiling, so the profile is written.)
+			if os.Getenv("INGOT_BENCH_CPUPROFILE") != "" {
+				cmd.Process.Signal(syscall.SIGTERM)
+			} else {
+				cmd.Process.Kill()
 			}
+			cmd.Wait()
 			st, err := store.Open(db, benchStoreOptions)
 			if err != nil {
 				b.Fatal(err)
@@ -86,9 +103,9 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 				}
 			}
 			if bound != acks {
-				b.Errorf("ingot ACKed %d leases but the store holds %d bound leases", acks, bound)
+				b.Errorf("ingot ACKed %d leases but the store holds %d bound leases after SIGKILL", acks, bound)
 			}
-		}
+		}}
 	case "kea":
 		conf := filepath.Join(dir, "kea.json")
 		body := fmt.Sprintf(`{"Dhcp4": {
@@ -107,6 +124,17 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 		if err := srv.Start(cmd); err != nil {
 			b.Fatal(err)
 		}
+		return peer{cmd.Process.Pid, func(int) {}}
+	case "null":
+		// The floor: a Go responder that answers from a template without
+		// deciding or storing anything (see nullServer).
+		cmd := srv.Command(context.Background(), os.Args[0])
+		cmd.Env = append(os.Environ(), "INGOT_DHCP_BENCH_NULL=1")
+		cmd.Stderr = os.Stderr
+		if err := srv.Start(cmd); err != nil {
+			b.Fatal(err)
+		}
+		return peer{cmd.Process.Pid, func(int) {}}
 	case "dnsmasq":
 		cmd := srv.Command(context.Background(), "dnsmasq", "--no-daemon", "--port=0", "--conf-file=/dev/null",
 			"--user=root", "--dhcp-range=10.77.1.0,10.77.250.255,255.255.0.0,1h", "--interface=eth0",
@@ -115,15 +143,22 @@ func startPeer(b *testing.B, name string, srv *netns.NS) (check func(acks int)) 
 		if err := srv.Start(cmd); err != nil {
 			b.Fatal(err)
 		}
-	default:
-		b.Fatalf("unknown peer %s", name)
+		return peer{cmd.Process.Pid, func(int) {}}
 	}
-	return func(int) {}
+	b.Fatalf("unknown peer %s (want ingot, kea, dnsmasq or null)", name)
+	return peer{}
 }
 
 // TestMain runs the benchmark's ingot server when re-executed with
 // INGOT_DHCP_BENCH_SERVER=DBPATH (inside the server namespace).
 func TestMain(m *testing.M) {
+	if os.Getenv("INGOT_DHCP_BENCH_NULL") != "" {
+		if err := nullServer(); err != nil {
+			fmt.Fprintln(os.Stderr, "null server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if db := os.Getenv("INGOT_DHCP_BENCH_SERVER"); db != "" {
 		if err := benchServer(db); err != nil {
 			fmt.Fprintln(os.Stderr, "bench server:", err)
@@ -135,6 +170,15 @@ func TestMain(m *testing.M) {
 }
 
 func benchServer(db string) error {
+	debug.SetGCPercent(400)                                  // as `ingot serve` runs (cmd/ingot/serve.go)
+	if pf := os.Getenv("INGOT_BENCH_CPUPROFILE"); pf != "" { // the server's CPU profile
+		f, err := os.Create(pf)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	st, err := store.Open(db, benchStoreOptions)
 	if err != nil {
 		return err
@@ -313,30 +357,50 @@ func (g *loadgen) ready(b *testing.B, name string) {
 }
 
 // BenchmarkDHCPDORA: DORA/s with distinct MACs and broadcast replies, ingot
-// vs Kea (memfile) vs dnsmasq, each in a fresh namespace pair. Two loads:
-// steady (64 exchanges in flight) and storm (every client at once, as when
-// a rack powers on). ingot commits every lease before its ACK (fsync);
-// Kea's memfile and dnsmasq's lease file are written without fsync.
+// vs Kea (memfile) vs dnsmasq, each in a fresh namespace pair, plus "null",
+// a Go responder that decides and stores nothing (the floor of this load
+// generator and these sockets). Two loads: steady (20000 clients, 64
+// exchanges in flight) and storm (2000 clients at once, as when a rack
+// powers on). ingot commits every lease before its ACK (fdatasync of the
+// lease log) and is killed with SIGKILL afterwards to check it; Kea's
+// memfile and dnsmasq's lease file are written without fsync. Each peer's
+// CPU time per exchange is reported beside its rate: the load generator
+// shares the machine's cores with the server.
+//
+//	go test -tags integration -run '^$' -bench DORA -benchtime 1x ./pkg/boot/dhcp/
+//
+// Knobs: INGOT_BENCH_PEERS (comma-separated), INGOT_BENCH_STEADY_CLIENTS,
+// INGOT_BENCH_WINDOW, INGOT_BENCH_CLIENTS (storm), INGOT_BENCH_CPUPROFILE
+// (the ingot server's CPU profile).
 func BenchmarkDHCPDORA(b *testing.B) {
 	netnstest.Need(b, "kea-dhcp4", "dnsmasq")
-	clients := envInt("INGOT_BENCH_CLIENTS", benchClients)
+	storm := envInt("INGOT_BENCH_CLIENTS", benchClients)
 	for _, load := range []struct {
-		name   string
-		window int
-	}{{"steady", envInt("INGOT_BENCH_WINDOW", benchWindow)}, {"storm", clients}} {
+		name            string
+		clients, window int
+	}{
+		{"steady", envInt("INGOT_BENCH_STEADY_CLIENTS", benchSteadyClients), envInt("INGOT_BENCH_WINDOW", benchWindow)},
+		{"storm", storm, storm},
+	} {
+		clients := load.clients
 		b.Run(load.name, func(b *testing.B) {
 			rate := map[string]float64{}
-			for i, name := range peers("ingot,kea,dnsmasq") {
+			for i, name := range peers("ingot,kea,dnsmasq,null") {
 				srv, lg := benchPair(b)
-				check := startPeer(b, name, srv)
+				p := startPeer(b, name, srv)
 				g := newLoadgen(b, lg)
 				g.ready(b, name)
+				before := takeCPU(p.pid)
 				acks, secs := g.run(byte(i), clients, load.window)
-				check(acks + 1) // + the readiness probe
+				cpu := takeCPU(p.pid).since(before, max(acks, 1))
+				p.check(acks + 1) // + the readiness probe
 				rate[name] = float64(acks) / secs
-				b.Logf("%s, %d in flight: %d/%d DORA in %.2fs = %.0f/s (%d retransmissions; mean wait for offer %v, ack %v)",
+				b.Logf("%s, %d in flight: %d/%d DORA in %.2fs = %.0f/s (%d retransmissions; mean wait for offer %v, ack %v; "+
+					"CPU per DORA: server %.0fus, load generator %.0fus, whole machine %.0fus, %.2f of %d cores busy)",
 					name, load.window, acks, clients, secs, rate[name], g.retries.Load(),
-					time.Duration(g.offerNS.Load()/int64(max(acks, 1))), time.Duration(g.ackNS.Load()/int64(max(acks, 1))))
+					time.Duration(g.offerNS.Load()/int64(max(acks, 1))), time.Duration(g.ackNS.Load()/int64(max(acks, 1))),
+					cpu.server, cpu.load, cpu.machine, cpu.machine*rate[name]/1e6, runtime.NumCPU())
+				b.ReportMetric(cpu.server, name+"-cpu-us/DORA")
 				b.ReportMetric(rate[name], name+"-DORA/s")
 				b.ReportMetric(float64(clients-acks), name+"-failed")
 				if name == "ingot" && acks != clients {
@@ -404,4 +468,105 @@ func envInt(k string, def int) int {
 		return v
 	}
 	return def
+}
+
+// cpuTimes are CPU seconds so far: of the server process, of this process
+// (the load generator) and of the whole machine (busy, all cores).
+type cpuTimes struct{ server, load, machine float64 }
+
+func takeCPU(serverPid int) cpuTimes {
+	return cpuTimes{procCPU(strconv.Itoa(serverPid)), procCPU("self"), machineCPU()}
+}
+
+// since returns the CPU microseconds per exchange spent since t0.
+func (t cpuTimes) since(t0 cpuTimes, exchanges int) cpuTimes {
+	per := func(a, b float64) float64 { return (a - b) / float64(exchanges) * 1e6 }
+	return cpuTimes{per(t.server, t0.server), per(t.load, t0.load), per(t.machine, t0.machine)}
+}
+
+// procCPU is utime+stime of /proc/PID/stat in seconds (0 if unreadable).
+func procCPU(pid string) float64 {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:])) // f[0] is the state, field 3
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64) // utime, field 14
+	s, _ := strconv.ParseFloat(f[12], 64) // stime, field 15
+	return (u + s) / 100                  // USER_HZ
+}
+
+// machineCPU is the busy time of all CPUs (everything but idle and iowait)
+// from /proc/stat, in seconds.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	busy := 0.0
+	for i, v := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		busy += n
+	}
+	return busy / 100
+}
+
+// nullServer answers DISCOVER with OFFER and REQUEST with ACK from two
+// prepared replies, patching only xid, chaddr and yiaddr: no decision, no
+// store, one goroutine. It is the floor any Go server on a UDP socket pays
+// on this machine, measured with the same load generator.
+func nullServer() error {
+	c, err := server4.NewIPv4UDPConn("eth0", &net.UDPAddr{Port: 67})
+	if err != nil {
+		return err
+	}
+	tmpl := func(t dhcpv4.MessageType) []byte {
+		m, _ := dhcpv4.New(dhcpv4.WithMessageType(t), dhcpv4.WithServerIP(net.IPv4(10, 77, 0, 1)),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(10, 77, 0, 1))),
+			dhcpv4.WithOption(dhcpv4.OptIPAddressLeaseTime(time.Hour)),
+			dhcpv4.WithOption(dhcpv4.OptSubnetMask(net.CIDRMask(16, 32))),
+			dhcpv4.WithOption(dhcpv4.OptRouter(net.IPv4(10, 77, 0, 1))))
+		m.OpCode = dhcpv4.OpcodeBootReply
+		m.Flags = 0x8000
+		return m.ToBytes()
+	}
+	offer, ack := tmpl(dhcpv4.MessageTypeOffer), tmpl(dhcpv4.MessageTypeAck)
+	to := netip.MustParseAddrPort("255.255.255.255:68")
+	buf := make([]byte, 1500)
+	var n uint32
+	for {
+		k, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		var reply []byte
+		for o := 240; o+2 < k && buf[o] != 255; o += 2 + int(buf[o+1]) {
+			if buf[o] != 53 {
+				continue
+			}
+			switch dhcpv4.MessageType(buf[o+2]) {
+			case dhcpv4.MessageTypeDiscover:
+				reply = offer
+				n++
+			case dhcpv4.MessageTypeRequest:
+				reply = ack
+			}
+			break
+		}
+		if reply == nil {
+			continue
+		}
+		copy(reply[4:8], buf[4:8])     // xid
+		copy(reply[28:44], buf[28:44]) // chaddr
+		binary.BigEndian.PutUint32(reply[16:20], 10<<24|77<<16|1<<8+n%60000)
+		c.WriteToUDPAddrPort(reply, to)
+	}
 }

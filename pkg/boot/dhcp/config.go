@@ -26,9 +26,9 @@ import (
 // Store is the part of store.Store the DHCP server uses. Lookups that find
 // nothing return an error wrapping store.ErrNotFound. The handler reads all
 // leases once (ListLeases) into an index it keeps in step with its own
-// commits; per request it reads only MachineByMAC. A store that also has
-// PutLeases(ctx, []store.Lease) []error (store.Bolt) gets each round of the
-// group commit in one transaction.
+// commits; per request it reads only MachineByMAC. PutLease is called
+// from many requests at once, so a store should share one fsync among
+// concurrent calls (store.Bolt's lease log does).
 type Store interface {
 	LeaseByMAC(ctx context.Context, mac string) (*store.Lease, error)
 	LeaseByIP(ctx context.Context, ip netip.Addr) (*store.Lease, error)

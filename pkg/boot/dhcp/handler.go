@@ -33,7 +33,6 @@ type Meta struct {
 type Handler struct {
 	cfg     Config
 	metrics *metrics
-	commit  *committer
 
 	mu       sync.Mutex
 	loaded   bool                     // leases and owner hold the store's leases
@@ -66,7 +65,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, metrics: m, commit: &committer{st: cfg.Store}, holds: map[netip.Addr]hold{}, heldIP: map[string]netip.Addr{},
+	h := &Handler{cfg: cfg, metrics: m, holds: map[netip.Addr]hold{}, heldIP: map[string]netip.Addr{},
 		leases: map[string]store.Lease{}, owner: map[netip.Addr]string{}, declined: map[netip.Addr]time.Time{},
 		cursor: make([]uint32, len(cfg.Pools))}
 	for i, p := range cfg.Pools {
@@ -191,7 +190,7 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 	if m != nil {
 		l.MachineID = m.ID
 	}
-	err = h.commit.put(ctx, l)
+	err = h.cfg.Store.PutLease(ctx, l)
 	h.mu.Lock()
 	if err == nil {
 		h.indexLocked(l)
@@ -367,7 +366,7 @@ func (h *Handler) leaseByMAC(ctx context.Context, mac string) (*store.Lease, err
 
 // store commits l and indexes it.
 func (h *Handler) store(ctx context.Context, l store.Lease, doing string) error {
-	if err := h.commit.put(ctx, l); err != nil {
+	if err := h.cfg.Store.PutLease(ctx, l); err != nil {
 		return fmt.Errorf("%s lease %s for %s: %w", doing, l.IP, l.MAC, err)
 	}
 	h.mu.Lock()
