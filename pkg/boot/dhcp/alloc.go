@@ -67,7 +67,7 @@ func (h *Handler) choose(ctx context.Context, pi int, mac string, m *machine.Mac
 			h.cfg.Logger.Warn("dhcp reservation is not on the client's subnet", "mac", mac, "reserved", r, "subnet", p.Subnet)
 			return netip.Addr{}, nil
 		}
-		h.holdLocked(r, mac, now)
+		h.holdLocked(r, mac, m, now)
 		return r, nil
 	}
 	try := func(ip netip.Addr) (bool, error) {
@@ -78,7 +78,7 @@ func (h *Handler) choose(ctx context.Context, pi int, mac string, m *machine.Mac
 		if err != nil || !free {
 			return false, err
 		}
-		h.holdLocked(ip, mac, now)
+		h.holdLocked(ip, mac, m, now)
 		return true, nil
 	}
 	// An address already held for this client (a retransmitted DISCOVER).
@@ -122,7 +122,7 @@ func (h *Handler) claim(ctx context.Context, pi int, mac string, ip netip.Addr, 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if reserved(m) == ip {
-		h.holdLocked(ip, mac, now)
+		h.holdLocked(ip, mac, m, now)
 		return "", nil
 	}
 	free, own, err := h.freeLocked(ctx, ip, mac, now)
@@ -134,7 +134,7 @@ func (h *Handler) claim(ctx context.Context, pi int, mac string, ip netip.Addr, 
 	case !h.usable(p, ip) && !own:
 		return fmt.Sprintf("%s is not in this server's range %s-%s", ip, p.Start, p.End), nil
 	}
-	h.holdLocked(ip, mac, now)
+	h.holdLocked(ip, mac, m, now)
 	return "", nil
 }
 
@@ -218,7 +218,7 @@ func (h *Handler) indexLocked(l store.Lease) {
 
 // holdLocked keeps ip for mac for OfferHold; a client holds one address at
 // a time. h.mu is held.
-func (h *Handler) holdLocked(ip netip.Addr, mac string, now time.Time) {
+func (h *Handler) holdLocked(ip netip.Addr, mac string, m *machine.Machine, now time.Time) {
 	if len(h.holds) >= 4096 && len(h.holds)%1024 == 0 {
 		for k, v := range h.holds { // drop expired holds now and then
 			if !now.Before(v.until) {
@@ -229,9 +229,27 @@ func (h *Handler) holdLocked(ip netip.Addr, mac string, now time.Time) {
 	if old, ok := h.heldIP[mac]; ok && old != ip {
 		h.dropLocked(old, mac)
 	}
-	h.holds[ip] = hold{mac: mac, until: now.Add(h.cfg.OfferHold)}
+	h.holds[ip] = hold{mac: mac, until: now.Add(h.cfg.OfferHold), m: m, read: now}
 	h.heldIP[mac] = ip
 }
+
+// heldMachine returns the machine record read when ip was offered to mac,
+// if that was less than machineFresh ago: the REQUEST that follows an
+// OFFER is decided on the record the OFFER was (one store read per DORA,
+// not two).
+func (h *Handler) heldMachine(ip netip.Addr, mac string, now time.Time) (*machine.Machine, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd, ok := h.holds[ip]
+	if !ok || hd.mac != mac || now.Sub(hd.read) >= machineFresh || now.Before(hd.read) {
+		return nil, false
+	}
+	return hd.m, true
+}
+
+// machineFresh is how long a machine record read for an OFFER decides the
+// REQUEST that follows it.
+const machineFresh = 2 * time.Second
 
 func (h *Handler) dropLocked(ip netip.Addr, mac string) {
 	if hd, ok := h.holds[ip]; ok && hd.mac == mac {

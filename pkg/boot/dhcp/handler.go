@@ -47,6 +47,8 @@ type Handler struct {
 type hold struct {
 	mac   string
 	until time.Time
+	m     *machine.Machine // the machine record (nil: none) as read at read
+	read  time.Time
 }
 
 // NewHandler checks cfg and builds a Handler.
@@ -171,9 +173,12 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 		return h.nak(req, fmt.Sprintf("%s is not on subnet %s", ip, pool.Subnet)), nil
 	}
 	c := pxe.Classify(req)
-	m, err := h.machine(ctx, mac, c)
-	if err != nil {
-		return nil, err
+	m, ok := h.heldMachine(ip, mac, h.cfg.Now())
+	if !ok {
+		var err error
+		if m, err = h.machine(ctx, mac, c); err != nil {
+			return nil, err
+		}
 	}
 	if r := reserved(m); r.IsValid() && r != ip {
 		return h.nak(req, fmt.Sprintf("%s has the reserved address %s", mac, r)), nil
@@ -190,7 +195,7 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 	if m != nil {
 		l.MachineID = m.ID
 	}
-	err = h.cfg.Store.PutLease(ctx, l)
+	err := h.cfg.Store.PutLease(ctx, l)
 	h.mu.Lock()
 	if err == nil {
 		h.indexLocked(l)

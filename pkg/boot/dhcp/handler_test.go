@@ -549,3 +549,41 @@ func TestHandleConcurrentUnique(t *testing.T) {
 		t.Errorf("%d addresses handed out, want all 151 of the range", len(owner))
 	}
 }
+
+// A REQUEST that follows its OFFER within machineFresh is decided on the
+// machine record the OFFER read (one store read per DORA); a later one
+// reads the store again. Here the reservation changes in between.
+func TestRequestUsesOfferedMachine(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		advance time.Duration
+		want    dhcpv4.MessageType
+	}{
+		{"within machineFresh: the offered record", time.Second, dhcpv4.MessageTypeAck},
+		{"after machineFresh: the store's record", machineFresh, dhcpv4.MessageTypeNak},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := newFakeStore(enrolled()...)
+			now := t0
+			cfg := baseConfig()
+			cfg.Store, cfg.Now = st, func() time.Time { return now }
+			h, err := NewHandler(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offer, err := h.Handle(context.Background(), pkt(macA, dhcpv4.MessageTypeDiscover), Meta{Port: 67})
+			if err != nil || offer == nil {
+				t.Fatalf("discover: %v, %v", offer, err)
+			}
+			st.mu.Lock()
+			st.machines[macA].IPv4 = "10.77.0.60" // reserved meanwhile
+			st.mu.Unlock()
+			now = now.Add(c.advance)
+			s := &scn{ip: map[string]net.IP{macA: offer.YourIPAddr}}
+			reply, err := h.Handle(context.Background(), selecting(macA, "10.77.0.1")(s), Meta{Port: 67})
+			if err != nil || reply == nil || reply.MessageType() != c.want {
+				t.Fatalf("request %v after the offer of %s: %v, %v; want %s", c.advance, offer.YourIPAddr, reply, err, c.want)
+			}
+		})
+	}
+}
