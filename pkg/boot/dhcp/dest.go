@@ -11,9 +11,9 @@ import (
 type Dest struct {
 	Addr netip.AddrPort
 	// HW is set when the reply should be unicast at the link layer to a
-	// client that has no address yet (Addr is then yiaddr:68). Doing that
-	// needs a raw socket or an ARP entry; Server sends such replies to the
-	// broadcast address instead, which every client accepts.
+	// client that has no address yet (Addr is then yiaddr:68). Server
+	// writes the ARP entry yiaddr -> HW first (neigh.go), or broadcasts
+	// when it may not (no CAP_NET_ADMIN).
 	HW net.HardwareAddr
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
+	"golang.org/x/sys/unix"
 
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -124,12 +125,13 @@ func fields(line string) map[string]string {
 
 // udhcpcOnce runs `udhcpc -q` (obtain a lease, then quit) and returns the
 // fields of its "bound" line.
-func udhcpcOnce(t *testing.T, cli *netns.NS) map[string]string {
+// Extra arguments go to udhcpc (-B: ask for broadcast replies).
+func udhcpcOnce(t *testing.T, cli *netns.NS, extra ...string) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := cli.Run(ctx, "busybox", "udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "1",
-		"-s", writeScript(t, udhcpcScript))
+	out, err := cli.Run(ctx, "busybox", append([]string{"udhcpc", "-i", "eth0", "-n", "-q", "-f", "-t", "5", "-T", "1",
+		"-s", writeScript(t, udhcpcScript)}, extra...)...)
 	if err != nil {
 		t.Fatalf("udhcpc: %v", err)
 	}
@@ -416,3 +418,129 @@ func TestIntegrationNeedsInterface(t *testing.T) {
 		t.Fatalf("NewServer without interface: %v", err)
 	}
 }
+
+// RFC 2131 §4.1: a client without an address that does not ask for
+// broadcast (udhcpc's default) gets its OFFER and ACK unicast to its MAC and
+// yiaddr; one that sets the broadcast flag (udhcpc -B) gets them broadcast.
+// The frames are read off the client's interface with a packet socket.
+func TestIntegrationUnicastToClientWithoutAddress(t *testing.T) {
+	netnstest.Need(t, "busybox")
+	for _, c := range []struct {
+		name    string
+		extra   []string
+		wantMAC string // "" = the client's MAC
+		wantIP  string // "" = the address it got
+	}{
+		{"no broadcast flag: unicast", nil, "", ""},
+		{"broadcast flag: broadcast", []string{"-B"}, "ff:ff:ff:ff:ff:ff", "255.255.255.255"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, cli := pair(t)
+			st := openStore(t, filepath.Join(t.TempDir(), "ingot.db"))
+			defer st.Close()
+			serve(t, srv, fullConfig(st, time.Hour))
+			frames := captureReplies(t, cli)
+			got := udhcpcOnce(t, cli, c.extra...)
+			wantMAC, wantIP := c.wantMAC, c.wantIP
+			if wantMAC == "" {
+				wantMAC, wantIP = clientMAC, got["ip"]
+			}
+			seen := map[dhcpv4.MessageType]bool{}
+			for _, f := range frames() {
+				seen[f.typ] = true
+				if f.dstMAC != wantMAC || f.dstIP != wantIP {
+					t.Errorf("%s went to %s / %s, want %s / %s", f.typ, f.dstMAC, f.dstIP, wantMAC, wantIP)
+				}
+			}
+			if !seen[dhcpv4.MessageTypeOffer] || !seen[dhcpv4.MessageTypeAck] {
+				t.Errorf("captured replies %v, want an OFFER and an ACK", seen)
+			}
+		})
+	}
+}
+
+type replyFrame struct {
+	typ           dhcpv4.MessageType
+	dstMAC, dstIP string
+}
+
+// captureReplies reads the DHCP server replies (UDP from port 67) arriving
+// on cli's eth0 until the returned function is called; it returns them.
+func captureReplies(t *testing.T, cli *netns.NS) func() []replyFrame {
+	t.Helper()
+	var fd int
+	if err := cli.Do(func() error {
+		ifc, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		proto := int(htons(unix.ETH_P_IP))
+		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, proto); err != nil {
+			return err
+		}
+		tv := unix.Timeval{Usec: 100_000}
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: uint16(proto), Ifindex: ifc.Index})
+	}); err != nil {
+		t.Fatalf("packet socket in %s: %v", cli.Name, err)
+	}
+	var (
+		out  []replyFrame
+		stop = make(chan struct{})
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		buf := make([]byte, 2048)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, _, err := unix.Recvfrom(fd, buf, 0)
+			if err != nil {
+				continue // the 100 ms timeout
+			}
+			if f, ok := parseReplyFrame(buf[:n]); ok {
+				out = append(out, f)
+			}
+		}
+	}()
+	var result []replyFrame
+	finished := false
+	finish := func() []replyFrame {
+		if !finished {
+			finished = true
+			close(stop)
+			<-done
+			unix.Close(fd)
+			result = out
+		}
+		return result
+	}
+	t.Cleanup(func() { finish() })
+	return finish
+}
+
+// parseReplyFrame decodes an Ethernet/IPv4/UDP frame from port 67.
+func parseReplyFrame(b []byte) (replyFrame, bool) {
+	if len(b) < 14+20+8 || b[12] != 0x08 || b[13] != 0x00 || b[14]>>4 != 4 || b[23] != 17 {
+		return replyFrame{}, false
+	}
+	ihl := int(b[14]&0x0f) * 4
+	udp := 14 + ihl
+	if len(b) < udp+8 || b[udp] != 0 || b[udp+1] != 67 {
+		return replyFrame{}, false
+	}
+	m, err := dhcpv4.FromBytes(b[udp+8:])
+	if err != nil {
+		return replyFrame{}, false
+	}
+	return replyFrame{typ: m.MessageType(), dstMAC: net.HardwareAddr(b[0:6]).String(),
+		dstIP: netip.AddrFrom4([4]byte(b[30:34])).String()}, true
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }

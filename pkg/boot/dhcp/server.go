@@ -28,6 +28,8 @@ type Server struct {
 	h     *Handler
 	conns []*net.UDPConn // port 67, then 4011 in proxy mode
 	ports []int
+
+	noUnicast sync.Once // warned that ARP entries cannot be written
 }
 
 // NewServer checks cfg and resolves the server address from the interface
@@ -196,9 +198,13 @@ func (s *Server) answer(ctx context.Context, c *net.UDPConn, req *dhcpv4.DHCPv4,
 	d := Destination(req, reply, in)
 	to := d.Addr
 	if d.HW != nil {
-		// Link-layer unicast to a client without an address needs a raw
-		// socket or an ARP entry; broadcast reaches it just as well.
-		to = broadcast68
+		// Unicast to a client without an address: ARP entry first (neigh.go).
+		if err := setNeighbor(c, s.cfg.Interface, d.Addr.Addr(), d.HW); err != nil {
+			s.noUnicast.Do(func() {
+				s.cfg.Logger.Warn("dhcp cannot unicast to clients without an address; broadcasting those replies", "err", err)
+			})
+			to = broadcast68
+		}
 	}
 	if _, err := c.WriteToUDPAddrPort(reply.ToBytes(), to); err != nil {
 		s.cfg.Logger.Warn("dhcp sending reply", "mac", req.ClientHWAddr.String(), "to", to, "err", err)
