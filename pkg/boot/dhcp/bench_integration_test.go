@@ -386,6 +386,13 @@ func BenchmarkDHCPDORA(b *testing.B) {
 		b.Run(load.name, func(b *testing.B) {
 			rate := map[string]float64{}
 			for i, name := range peers("ingot,kea,dnsmasq,null") {
+				clients := clients
+				if name == "dnsmasq" && load.name == "steady" {
+					// dnsmasq searches its leases linearly: at 20000 clients
+					// it spends 7.5 ms of CPU per exchange and the run takes
+					// minutes, so it gets the storm's client count.
+					clients = min(clients, storm)
+				}
 				srv, lg := benchPair(b)
 				p := startPeer(b, name, srv)
 				g := newLoadgen(b, lg)
@@ -527,6 +534,9 @@ func nullServer() error {
 	c, err := server4.NewIPv4UDPConn("eth0", &net.UDPAddr{Port: 67})
 	if err != nil {
 		return err
+	}
+	if rc, err := c.SyscallConn(); err == nil { // the buffer ingot's server has
+		rc.Control(func(fd uintptr) { unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20) })
 	}
 	tmpl := func(t dhcpv4.MessageType) []byte {
 		m, _ := dhcpv4.New(dhcpv4.WithMessageType(t), dhcpv4.WithServerIP(net.IPv4(10, 77, 0, 1)),
