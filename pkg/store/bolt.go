@@ -30,9 +30,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock stamped on records. Default time.Now.
 	Now func() time.Time
-	// BatchDelay is how long a group commit (PutLease, AppendEvent) waits
+	// BatchDelay is how long AppendEvent's group commit (bbolt Batch) waits
 	// for more writers before it starts. Default: bbolt's 10ms. A lone
 	// writer pays it on every call; 64 concurrent writers share one fsync.
+	// (Leases have their own group commit without a timer: the lease log.)
 	BatchDelay time.Duration
 }
 

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -44,8 +44,11 @@ import (
 //
 // Record format, little-endian: uint32 payload length, uint32 CRC-32C of
 // the payload, payload (JSON leaseOp). A record cut short or with a wrong
-// checksum can only be the tail being written when the process died; its
-// writer never returned, so it is dropped.
+// checksum at the end of the newest segment is the round being written when
+// the process died; its writers never returned, so it is dropped. Anywhere
+// else it is damage, and Open refuses to guess. A segment whose write
+// failed is never written again: writes fail until the applier has applied
+// it (so replay skips it) and moved on to a fresh segment.
 
 // leaseLogInfix separates the database file name from the segment number.
 const leaseLogInfix = ".lease-log."
@@ -79,6 +82,9 @@ func appendLeaseRecord(buf []byte, op leaseOp) ([]byte, error) {
 	payload, err := json.Marshal(op)
 	if err != nil {
 		return buf, fmt.Errorf("encoding lease log record for %s: %w", op.mac(), err)
+	}
+	if len(payload) > maxLeaseRecord {
+		return buf, fmt.Errorf("lease of %s encodes to %d bytes, more than the lease log's %d (hostname too long?)", op.mac(), len(payload), maxLeaseRecord)
 	}
 	return frameLeaseRecord(buf, payload), nil
 }
@@ -154,19 +160,24 @@ type leaseLog struct {
 
 	// wmu is held while the segment is written or switched: by the group
 	// commit's leader for a whole round, and by the applier to seal.
-	wmu    sync.Mutex
-	f      *os.File
-	seg    uint64
-	size   int64
-	broken error // the segment's tail could not be restored after a failed write
+	wmu       sync.Mutex
+	f         *os.File
+	seg       uint64
+	size      int64
+	unapplied uint64 // a sealed segment whose apply failed (0: none)
+	broken    error  // a write to segment brokenSeg failed: no writes until it is applied
+	brokenSeg uint64
 
 	// The group commit: callers queue; one of them leads, writing rounds
 	// until the queue is empty.
 	qmu     sync.Mutex
 	queue   []*leaseReq
 	leading bool
+	rounds  atomic.Uint64 // rounds written
+	maxSpan atomic.Uint64 // the most rounds a caller waited for, its own included (tests: <= 2)
 
-	mu    sync.RWMutex // the overlay
+	mu    sync.RWMutex   // the overlay
+	ops   []overlayEntry // every mutation not yet applied, in logging order
 	byMAC map[string]overlayEntry
 	byIP  map[netip.Addr]string // IP -> MAC of the overlay's put that took it last
 	seq   uint64
@@ -179,8 +190,12 @@ type leaseLog struct {
 // leaseReq is one caller's mutations in the group commit.
 type leaseReq struct {
 	ops  []leaseOp
-	errs []error // preset for ops rejected before logging
-	done chan struct{}
+	errs []error       // preset for ops rejected before logging
+	wake chan struct{} // closed when written, or when this caller is to lead
+	lead bool
+	// queued and written are lg.rounds when the request queued and after
+	// the round that wrote it.
+	queued, written uint64
 }
 
 func newLeaseLog(dbPath string) *leaseLog {
@@ -233,10 +248,11 @@ func (lg *leaseLog) create(n uint64) (*os.File, error) {
 	return f, nil
 }
 
-// write appends buf to the segment and makes it durable. On failure it
-// cuts the segment back to its previous end; if even that fails, the log
-// is broken until the store is reopened (Open replays up to the last whole
-// record).
+// write appends buf to the segment and makes it durable. After a failure
+// the segment is cut back to its previous end (best effort: a failed
+// fdatasync leaves the file's state unknown) and no longer written: the
+// round's callers were told it failed, and replay must not find later
+// acknowledged leases after it. applyLeases heals the log.
 func (lg *leaseLog) write(buf []byte) error {
 	if lg.broken != nil {
 		return lg.broken
@@ -247,13 +263,21 @@ func (lg *leaseLog) write(buf []byte) error {
 	}
 	if err != nil {
 		err = fmt.Errorf("writing lease log %s: %w", lg.f.Name(), err)
-		if terr := lg.f.Truncate(lg.size); terr != nil {
-			lg.broken = fmt.Errorf("%w; cutting it back to %d bytes: %w", err, lg.size, terr)
-		}
+		lg.f.Truncate(lg.size)
+		lg.broken = fmt.Errorf("lease log %s failed a write and takes no more until it is applied to the database: %w", lg.f.Name(), err)
+		lg.brokenSeg = lg.seg
 		return err
 	}
 	lg.size += int64(len(buf))
 	return nil
+}
+
+// kickApplier tells the applier there is work.
+func (lg *leaseLog) kickApplier() {
+	select {
+	case lg.kick <- struct{}{}:
+	default:
+	}
 }
 
 // remember puts logged ops in the overlay (the caller holds wmu).
@@ -265,38 +289,35 @@ func (lg *leaseLog) remember(ops []leaseOp) {
 		if old, ok := lg.byMAC[mac]; ok && old.op.Put != nil && lg.byIP[old.op.Put.IP] == mac {
 			delete(lg.byIP, old.op.Put.IP)
 		}
-		lg.byMAC[mac] = overlayEntry{seq: lg.seq, seg: lg.seg, op: op}
+		e := overlayEntry{seq: lg.seq, seg: lg.seg, op: op}
+		lg.byMAC[mac] = e
+		lg.ops = append(lg.ops, e)
 		if op.Put != nil {
 			lg.byIP[op.Put.IP] = mac
 		}
 	}
 	lg.mu.Unlock()
-	select {
-	case lg.kick <- struct{}{}:
-	default:
-	}
+	lg.kickApplier()
 }
 
-// sealed returns the overlay's entries logged in segments <= seg, in
-// logging order.
+// sealed returns the mutations logged in segments <= seg, in logging order
+// (a prefix of lg.ops: segment numbers only grow).
 func (lg *leaseLog) sealed(seg uint64) []overlayEntry {
 	lg.mu.RLock()
-	var out []overlayEntry
-	for _, e := range lg.byMAC {
-		if e.seg <= seg {
-			out = append(out, e)
-		}
+	defer lg.mu.RUnlock()
+	n := 0
+	for n < len(lg.ops) && lg.ops[n].seg <= seg {
+		n++
 	}
-	lg.mu.RUnlock()
-	slices.SortFunc(out, func(a, b overlayEntry) int { return cmp.Compare(a.seq, b.seq) })
-	return out
+	return slices.Clone(lg.ops[:n])
 }
 
-// forget drops applied entries from the overlay unless a newer mutation of
-// the same MAC replaced them meanwhile.
-func (lg *leaseLog) forget(applied []overlayEntry) {
+// forget drops the first n mutations, now applied, from the overlay; the
+// by-MAC and by-IP views keep a newer mutation of the same MAC.
+func (lg *leaseLog) forget(n int) {
 	lg.mu.Lock()
-	for _, e := range applied {
+	defer lg.mu.Unlock()
+	for _, e := range lg.ops[:n] {
 		mac := e.op.mac()
 		if cur, ok := lg.byMAC[mac]; ok && cur.seq == e.seq {
 			delete(lg.byMAC, mac)
@@ -305,7 +326,7 @@ func (lg *leaseLog) forget(applied []overlayEntry) {
 			}
 		}
 	}
-	lg.mu.Unlock()
+	lg.ops = slices.Delete(lg.ops, 0, n)
 }
 
 // removeUpTo deletes the segment files numbered <= seg.

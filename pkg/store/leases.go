@@ -28,12 +28,11 @@ func (b *Bolt) PutLease(ctx context.Context, l Lease) error {
 	return b.PutLeases(ctx, []Lease{l})[0]
 }
 
-// PutLeases stores many leases with one fdatasync: the DHCP server's group
-// commit (pkg/boot/dhcp gathers the leases that arrive while the previous
-// round commits). The result holds one error per lease: a lease whose IP is
-// held by another MAC's live lease gets ErrConflict, an invalid one its own
-// error, and the others are still stored; a failure to write the log is
-// reported for every lease.
+// PutLeases stores many leases with one fdatasync (shared, like PutLease's,
+// with concurrent callers). The result holds one error per lease: a lease
+// whose IP is held by another MAC's live lease gets ErrConflict, an invalid
+// one its own error, and the others are still stored; a failure to write
+// the log is reported for every lease.
 func (b *Bolt) PutLeases(ctx context.Context, ls []Lease) []error {
 	ops := make([]leaseOp, len(ls))
 	errs := make([]error, len(ls))
@@ -83,31 +82,52 @@ func (b *Bolt) logLeases(ctx context.Context, ops []leaseOp, errs []error) []err
 		return errs
 	}
 	lg := b.leases
-	req := &leaseReq{ops: ops, errs: errs, done: make(chan struct{})}
+	req := &leaseReq{ops: ops, errs: errs, wake: make(chan struct{})}
+	defer func() {
+		span := req.written - req.queued
+		for old := lg.maxSpan.Load(); span > old && !lg.maxSpan.CompareAndSwap(old, span); old = lg.maxSpan.Load() {
+		}
+	}()
 	lg.qmu.Lock()
+	req.queued = lg.rounds.Load()
 	lg.queue = append(lg.queue, req)
 	if lg.leading {
 		lg.qmu.Unlock()
-		<-req.done
-		return req.errs
-	}
-	lg.leading = true
-	lg.qmu.Unlock()
-	for {
-		lg.qmu.Lock()
-		round := lg.queue
-		lg.queue = nil
-		if len(round) == 0 {
-			lg.leading = false
-			lg.qmu.Unlock()
-			return req.errs
+		<-req.wake
+		if !req.lead {
+			return req.errs // a leader wrote it
 		}
+	} else {
+		lg.leading = true
 		lg.qmu.Unlock()
-		b.writeLeaseRound(round)
-		for _, r := range round {
-			close(r.done)
+	}
+	// Lead one round: everything queued, req included. Then hand the lead
+	// to the first caller that queued meanwhile, so no caller waits for
+	// more rounds than its own.
+	lg.qmu.Lock()
+	round := lg.queue
+	lg.queue = nil
+	lg.qmu.Unlock()
+	b.writeLeaseRound(round)
+	n := lg.rounds.Add(1)
+	for _, r := range round {
+		r.written = n
+	}
+	lg.qmu.Lock()
+	if len(lg.queue) > 0 {
+		next := lg.queue[0]
+		next.lead = true
+		close(next.wake)
+	} else {
+		lg.leading = false
+	}
+	lg.qmu.Unlock()
+	for _, r := range round {
+		if r != req {
+			close(r.wake)
 		}
 	}
+	return req.errs
 }
 
 // writeLeaseRound checks a round's mutations against the current leases
@@ -160,7 +180,8 @@ func (b *Bolt) writeLeaseRound(round []*leaseReq) {
 					if holder != "" && holder != mac {
 						other, err := current(holder)
 						if err != nil {
-							return err
+							r.errs[i] = fmt.Errorf("reading the lease of %s, which took %s: %w", holder, l.IP, err)
+							continue
 						}
 						if other != nil && other.IP == l.IP && other.live(now) {
 							r.errs[i] = fmt.Errorf("IP %s is leased to %s until %s: %w", l.IP, holder, other.Expires.Format("2006-01-02T15:04:05Z"), ErrConflict)
@@ -173,7 +194,8 @@ func (b *Bolt) writeLeaseRound(round []*leaseReq) {
 				} else {
 					cur, err := current(mac)
 					if err != nil {
-						return err
+						r.errs[i] = err
+						continue
 					}
 					if cur == nil {
 						r.errs[i] = ErrNotFound
@@ -201,6 +223,7 @@ func (b *Bolt) writeLeaseRound(round []*leaseReq) {
 	}
 	if err := lg.write(buf); err != nil {
 		fail(err)
+		lg.kickApplier() // it heals the log (applyLeases)
 		return
 	}
 	lg.remember(accepted)
@@ -346,7 +369,9 @@ func applyLeaseOp(tx *bolt.Tx, op leaseOp) error {
 	mac := []byte(op.mac())
 	old, err := getLease(tx, mac)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return err
+		// An undecodable record is replaced, not allowed to stop every
+		// other lease from being applied; only its IP index entry stays.
+		old = nil
 	}
 	if old != nil && (op.Put == nil || old.IP != op.Put.IP) {
 		if key := []byte(old.IP.String()); string(ips.Get(key)) == string(mac) {
@@ -364,21 +389,23 @@ func applyLeaseOp(tx *bolt.Tx, op leaseOp) error {
 	return putJSON(leases, mac, op.Put)
 }
 
-// applyLeases moves the logged mutations into bbolt. Unless final, it first
-// seals the segment being written (new mutations go to the next one), so it
-// applies only whole segments; final (Close) applies everything with the
-// writer stopped.
+// applyLeases moves the logged mutations into bbolt, in the order they
+// were logged. Unless final, it first seals the segment being written (new
+// mutations go to the next one), so it applies only whole segments; a seal
+// whose apply failed is retried before another is made. final (Close)
+// applies everything with the writer stopped.
 func (b *Bolt) applyLeases(final bool) error {
 	lg := b.leases
 	lg.wmu.Lock()
 	sealed := lg.seg
-	if final {
+	switch {
+	case final:
 		defer lg.wmu.Unlock()
-	} else {
-		lg.mu.RLock()
-		empty := len(lg.byMAC) == 0
-		lg.mu.RUnlock()
-		if empty && lg.size == 0 && lg.broken == nil {
+	case lg.unapplied != 0: // an earlier seal failed to apply
+		sealed = lg.unapplied
+		lg.wmu.Unlock()
+	default:
+		if len(lg.ops) == 0 && lg.size == 0 && lg.broken == nil {
 			lg.wmu.Unlock()
 			return nil
 		}
@@ -388,7 +415,8 @@ func (b *Bolt) applyLeases(final bool) error {
 			return err
 		}
 		old := lg.f
-		lg.f, lg.seg, lg.size, lg.broken = f, sealed+1, 0, nil
+		lg.f, lg.seg, lg.size = f, sealed+1, 0
+		lg.unapplied = sealed
 		lg.wmu.Unlock()
 		old.Close()
 	}
@@ -404,15 +432,26 @@ func (b *Bolt) applyLeases(final bool) error {
 	if err != nil {
 		return fmt.Errorf("applying the lease log to %s: %w", b.path, err)
 	}
-	lg.forget(entries)
+	lg.forget(len(entries))
+	if !final {
+		lg.wmu.Lock()
+		lg.unapplied = 0
+		if lg.brokenSeg <= sealed {
+			// The damaged segment is applied: replay skips it now, so its
+			// undone tail cannot come back, and writing resumes.
+			lg.broken, lg.brokenSeg = nil, 0
+		}
+		lg.wmu.Unlock()
+	}
 	return lg.removeUpTo(sealed)
 }
 
 // applyLoop applies the log leaseApplyDelay after the first mutation of a
-// batch, until Close.
+// batch, until Close. A failed apply is retried with a growing delay.
 func (b *Bolt) applyLoop() {
 	lg := b.leases
 	defer close(lg.done)
+	delay := leaseApplyDelay
 	for {
 		select {
 		case <-lg.kick:
@@ -420,17 +459,17 @@ func (b *Bolt) applyLoop() {
 			return
 		}
 		select {
-		case <-time.After(leaseApplyDelay):
+		case <-time.After(delay):
 		case <-lg.stop:
 			return
 		}
 		if err := b.applyLeases(false); err != nil {
-			b.opts.Logger.Warn("store: lease log not applied; retrying", "err", err)
-			select {
-			case lg.kick <- struct{}{}:
-			default:
-			}
+			b.opts.Logger.Warn("store: lease log not applied; retrying", "in", delay*2, "err", err)
+			delay = min(delay*2, 10*time.Second)
+			lg.kickApplier()
+			continue
 		}
+		delay = leaseApplyDelay
 	}
 }
 
@@ -464,8 +503,14 @@ func (b *Bolt) openLeases() error {
 			return fmt.Errorf("replaying lease log: %w", err)
 		}
 		seg, valid, derr := decodeLeaseLog(data)
+		if derr != nil && n != segs[len(segs)-1] {
+			// Only the segment being written when the process died can end
+			// in a partial record; acknowledged leases may follow this one.
+			return fmt.Errorf("lease log segment %s is damaged: %w; it is not the newest segment, so leases after the "+
+				"damage were acknowledged: keep a copy, then remove the segment to start without them", lg.segPath(n), derr)
+		}
 		if derr != nil {
-			b.opts.Logger.Warn("store: lease log segment ends in a partial record (written when the process died, never acknowledged); dropped",
+			b.opts.Logger.Warn("store: lease log ends in a partial record (being written when the process died, never acknowledged); dropped",
 				"segment", lg.segPath(n), "valid_bytes", valid, "dropped_bytes", len(data)-valid, "why", derr)
 		}
 		ops = append(ops, seg...)

@@ -41,7 +41,9 @@
 // consistent (TestCrashSafety kills a writer with SIGKILL and checks both).
 // Durability across power loss rests on the disk honouring fsync. A copy
 // of the database file taken while ingot runs lacks the leases still in
-// the log: back up with the server stopped, or copy the log files too.
+// the log: back up with the server stopped, or copy the log files first
+// and the database file after them (a segment applied and deleted in
+// between is then in the copied database).
 package store
 
 import (
