@@ -106,9 +106,15 @@ func startPeer(b *testing.B, name string, srv *netns.NS) peer {
 				b.Errorf("ingot ACKed %d leases but the store holds %d bound leases after SIGKILL", acks, bound)
 			}
 		}}
-	case "kea":
+	case "kea", "kea-mt":
+		// kea-mt: Kea's multi-threading (off by default in Debian 12's
+		// Kea 2.2) with a thread per core; not in the default peers.
+		mt := `"multi-threading": {"enable-multi-threading": false},`
+		if name == "kea-mt" {
+			mt = fmt.Sprintf(`"multi-threading": {"enable-multi-threading": true, "thread-pool-size": %d, "packet-queue-size": 256},`, runtime.NumCPU())
+		}
 		conf := filepath.Join(dir, "kea.json")
-		body := fmt.Sprintf(`{"Dhcp4": {
+		body := fmt.Sprintf(`{"Dhcp4": {`+mt+`
   "interfaces-config": {"interfaces": ["eth0"], "dhcp-socket-type": "raw"},
   "lease-database": {"type": "memfile", "persist": true, "name": %q, "lfc-interval": 0},
   "valid-lifetime": 3600,
@@ -145,7 +151,7 @@ func startPeer(b *testing.B, name string, srv *netns.NS) peer {
 		}
 		return peer{cmd.Process.Pid, func(int) {}}
 	}
-	b.Fatalf("unknown peer %s (want ingot, kea, dnsmasq or null)", name)
+	b.Fatalf("unknown peer %s (want ingot, kea, kea-mt, dnsmasq or null)", name)
 	return peer{}
 }
 
@@ -369,7 +375,8 @@ func (g *loadgen) ready(b *testing.B, name string) {
 //
 //	go test -tags integration -run '^$' -bench DORA -benchtime 1x ./pkg/boot/dhcp/
 //
-// Knobs: INGOT_BENCH_PEERS (comma-separated), INGOT_BENCH_STEADY_CLIENTS,
+// Knobs: INGOT_BENCH_PEERS (comma-separated from ingot, kea, dnsmasq, null and
+// kea-mt: Kea with its multi-threading on), INGOT_BENCH_STEADY_CLIENTS,
 // INGOT_BENCH_WINDOW, INGOT_BENCH_CLIENTS (storm), INGOT_BENCH_CPUPROFILE
 // (the ingot server's CPU profile).
 func BenchmarkDHCPDORA(b *testing.B) {
