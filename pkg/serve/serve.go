@@ -72,6 +72,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		d.Registry = prometheus.NewRegistry()
 		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	if ll, ok := d.Store.(leaseLogStore); ok {
+		if err := d.Registry.Register(leaseLogCollector{ll}); err != nil {
+			return fmt.Errorf("registering the lease log metrics: %w", err)
+		}
+	}
 	if d.Tokens == nil {
 		d.Tokens = httpboot.StoreTokens{Store: d.Store}
 	}

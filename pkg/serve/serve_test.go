@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,7 +49,13 @@ func TestRunHTTPOnly(t *testing.T) {
 		t.Fatalf("Run returned before ready: %v", err)
 	}
 	base := "http://" + addrs.HTTP.String()
-	for path, want := range map[string]string{"/healthz": "ok\n", "/api/v1/ping": "pong", "/metrics": "go_goroutines"} {
+	lease := store.Lease{MAC: "52:54:00:00:00:01", IP: netip.MustParseAddr("10.0.0.1"), State: "bound", Expires: time.Now().Add(time.Hour)}
+	if err := st.PutLease(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{"/healthz": "ok\n", "/api/v1/ping": "pong", "/metrics": "go_goroutines",
+		"/metrics#lease log": "\ningot_store_lease_log_mutations_total 1\n"} {
+		path, _, _ = strings.Cut(path, "#")
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -174,6 +174,7 @@ type leaseLog struct {
 	queue   []*leaseReq
 	leading bool
 	rounds  atomic.Uint64 // rounds written
+	stats   leaseLogCounters
 	maxSpan atomic.Uint64 // the most rounds a caller waited for, its own included (tests: <= 2)
 
 	mu    sync.RWMutex   // the overlay
@@ -344,4 +345,22 @@ func (lg *leaseLog) removeUpTo(seg uint64) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// leaseLogCounters count since Open, for LeaseLogStats.
+type leaseLogCounters struct {
+	mutations, applies, applyErrors, writeErrors atomic.Uint64
+	writeNanos, applyNanos                       atomic.Int64
+}
+
+// LeaseLogStats are the lease log's counters since Open (for metrics).
+type LeaseLogStats struct {
+	Rounds       uint64  // rounds written, one fdatasync each
+	Mutations    uint64  // lease mutations logged
+	WriteErrors  uint64  // rounds whose write failed
+	WriteSeconds float64 // time spent writing and syncing rounds
+	Applies      uint64  // applies to the database that succeeded
+	ApplyErrors  uint64
+	ApplySeconds float64
+	Pending      int // mutations logged but not yet applied
 }

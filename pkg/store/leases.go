@@ -221,11 +221,16 @@ func (b *Bolt) writeLeaseRound(round []*leaseReq) {
 	if len(buf) == 0 {
 		return
 	}
-	if err := lg.write(buf); err != nil {
+	start := time.Now()
+	err = lg.write(buf)
+	lg.stats.writeNanos.Add(int64(time.Since(start)))
+	if err != nil {
+		lg.stats.writeErrors.Add(1)
 		fail(err)
 		lg.kickApplier() // it heals the log (applyLeases)
 		return
 	}
+	lg.stats.mutations.Add(uint64(len(accepted)))
 	lg.remember(accepted)
 }
 
@@ -421,6 +426,8 @@ func (b *Bolt) applyLeases(final bool) error {
 		old.Close()
 	}
 	entries := lg.sealed(sealed)
+	start := time.Now()
+	defer func() { lg.stats.applyNanos.Add(int64(time.Since(start))) }()
 	err := b.db.Update(func(tx *bolt.Tx) error {
 		for _, e := range entries {
 			if err := applyLeaseOp(tx, e.op); err != nil {
@@ -430,8 +437,10 @@ func (b *Bolt) applyLeases(final bool) error {
 		return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(sealed))
 	})
 	if err != nil {
+		lg.stats.applyErrors.Add(1)
 		return fmt.Errorf("applying the lease log to %s: %w", b.path, err)
 	}
+	lg.stats.applies.Add(1)
 	lg.forget(len(entries))
 	if !final {
 		lg.wmu.Lock()
@@ -550,4 +559,16 @@ func (b *Bolt) closeLeases() error {
 	err := b.applyLeases(true)
 	lg.f.Close()
 	return err
+}
+
+// LeaseLogStats returns the lease log's counters since Open.
+func (b *Bolt) LeaseLogStats() LeaseLogStats {
+	lg := b.leases
+	c := &lg.stats
+	lg.mu.RLock()
+	pending := len(lg.ops)
+	lg.mu.RUnlock()
+	return LeaseLogStats{Rounds: lg.rounds.Load(), Mutations: c.mutations.Load(), WriteErrors: c.writeErrors.Load(),
+		WriteSeconds: time.Duration(c.writeNanos.Load()).Seconds(), Applies: c.applies.Load(),
+		ApplyErrors: c.applyErrors.Load(), ApplySeconds: time.Duration(c.applyNanos.Load()).Seconds(), Pending: pending}
 }
