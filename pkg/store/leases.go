@@ -69,9 +69,9 @@ func (b *Bolt) DeleteLease(ctx context.Context, mac string) error {
 	return nil
 }
 
-// logLeases is the group commit: ops join the queue, and the first caller
-// to find no leader leads, writing rounds until the queue is empty. An op
-// with a preset error is skipped.
+// logLeases is the group commit: ops join the queue; a caller that finds
+// no leader leads one round (everything queued), then hands the lead to the
+// oldest caller that queued meanwhile. An op with a preset error is skipped.
 func (b *Bolt) logLeases(ctx context.Context, ops []leaseOp, errs []error) []error {
 	if err := b.ready(ctx); err != nil {
 		for i := range errs {
