@@ -168,8 +168,8 @@ type leaseLog struct {
 	broken    error  // a write to segment brokenSeg failed: no writes until it is applied
 	brokenSeg uint64
 
-	// The group commit: callers queue; one of them leads, writing rounds
-	// until the queue is empty.
+	// The group commit: callers queue; one of them leads a round, then
+	// hands the lead to the oldest caller queued meanwhile (logLeases).
 	qmu     sync.Mutex
 	queue   []*leaseReq
 	leading bool

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -345,15 +346,7 @@ func (b *Bolt) ListLeases(ctx context.Context) ([]Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing leases: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Lease) int {
-		switch {
-		case a.MAC < b.MAC:
-			return -1
-		case a.MAC > b.MAC:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.MAC, b.MAC) })
 	return out, nil
 }
 
@@ -394,6 +387,19 @@ func applyLeaseOp(tx *bolt.Tx, op leaseOp) error {
 	return putJSON(leases, mac, op.Put)
 }
 
+// commitLeaseOps applies ops to bbolt in order and records, in the same
+// transaction, that the log is applied through segment seg.
+func (b *Bolt) commitLeaseOps(ops []leaseOp, seg uint64) error {
+	return b.db.Update(func(tx *bolt.Tx) error {
+		for _, op := range ops {
+			if err := applyLeaseOp(tx, op); err != nil {
+				return fmt.Errorf("applying logged lease of %s: %w", op.mac(), err)
+			}
+		}
+		return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(seg))
+	})
+}
+
 // applyLeases moves the logged mutations into bbolt, in the order they
 // were logged. Unless final, it first seals the segment being written (new
 // mutations go to the next one), so it applies only whole segments; a seal
@@ -426,16 +432,18 @@ func (b *Bolt) applyLeases(final bool) error {
 		old.Close()
 	}
 	entries := lg.sealed(sealed)
+	if final && len(entries) == 0 {
+		// Nothing logged since the last apply (a CLI command, say): the
+		// segment is empty, and the database needs no write.
+		return lg.removeUpTo(sealed)
+	}
+	ops := make([]leaseOp, len(entries))
+	for i, e := range entries {
+		ops[i] = e.op
+	}
 	start := time.Now()
-	defer func() { lg.stats.applyNanos.Add(int64(time.Since(start))) }()
-	err := b.db.Update(func(tx *bolt.Tx) error {
-		for _, e := range entries {
-			if err := applyLeaseOp(tx, e.op); err != nil {
-				return fmt.Errorf("applying logged lease of %s: %w", e.op.mac(), err)
-			}
-		}
-		return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(sealed))
-	})
+	err := b.commitLeaseOps(ops, sealed)
+	lg.stats.applyNanos.Add(int64(time.Since(start)))
 	if err != nil {
 		lg.stats.applyErrors.Add(1)
 		return fmt.Errorf("applying the lease log to %s: %w", b.path, err)
@@ -525,15 +533,7 @@ func (b *Bolt) openLeases() error {
 		ops = append(ops, seg...)
 	}
 	if last > applied {
-		err := b.db.Update(func(tx *bolt.Tx) error {
-			for _, op := range ops {
-				if err := applyLeaseOp(tx, op); err != nil {
-					return fmt.Errorf("replaying logged lease of %s: %w", op.mac(), err)
-				}
-			}
-			return tx.Bucket(bMeta).Put(kLeaseLogApplied, u64(last))
-		})
-		if err != nil {
+		if err := b.commitLeaseOps(ops, last); err != nil {
 			return fmt.Errorf("replaying lease log: %w", err)
 		}
 		if len(ops) > 0 {

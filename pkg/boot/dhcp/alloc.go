@@ -229,7 +229,7 @@ func (h *Handler) holdLocked(ip netip.Addr, mac string, m *machine.Machine, now 
 	if old, ok := h.heldIP[mac]; ok && old != ip {
 		h.dropLocked(old, mac)
 	}
-	h.holds[ip] = hold{mac: mac, until: now.Add(h.cfg.OfferHold), m: m, read: now}
+	h.holds[ip] = hold{mac: mac, until: now.Add(h.cfg.OfferHold), m: m}
 	h.heldIP[mac] = ip
 }
 
@@ -241,7 +241,8 @@ func (h *Handler) heldMachine(ip netip.Addr, mac string, now time.Time) (*machin
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd, ok := h.holds[ip]
-	if !ok || hd.mac != mac || now.Sub(hd.read) >= machineFresh || now.Before(hd.read) {
+	read := hd.until.Add(-h.cfg.OfferHold)
+	if !ok || hd.mac != mac || now.Sub(read) >= machineFresh || now.Before(read) {
 		return nil, false
 	}
 	return hd.m, true

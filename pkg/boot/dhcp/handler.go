@@ -47,8 +47,7 @@ type Handler struct {
 type hold struct {
 	mac   string
 	until time.Time
-	m     *machine.Machine // the machine record (nil: none) as read at read
-	read  time.Time
+	m     *machine.Machine // the machine record (nil: none) read when the hold began (until - OfferHold)
 }
 
 // NewHandler checks cfg and builds a Handler.
