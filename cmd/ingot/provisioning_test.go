@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -83,11 +84,24 @@ func (a *simAgent) call(ctx context.Context, tok, method, path string, in, out a
 
 // agent does what ingot-agent does after network boot, through the API.
 func (a *simAgent) agent(ctx context.Context, machineID string) {
-	tok, err := a.prov.api.IssueMachineToken(ctx, machineID) // as the iPXE script render does
+	m, err := a.st.GetMachine(ctx, machineID)
 	if err != nil {
 		a.t.Error(err)
 		return
 	}
+	// As the iPXE script render does (first-use binding: every simulated
+	// machine calls from 127.0.0.1), then the agent's exchange.
+	boot, err := a.prov.api.IssueBootCredential(ctx, m, m.MACs[0], netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		a.t.Error(err)
+		return
+	}
+	var x api.Exchange
+	if err := a.call(ctx, boot, "POST", api.PathExchange, struct{}{}, &x); err != nil {
+		a.t.Errorf("exchange on %s: %v", machineID, err)
+		return
+	}
+	tok := x.Token
 	var task api.Task
 	steps := []func() error{
 		func() error { return a.call(ctx, tok, "GET", api.PathTask, nil, &task) },
@@ -112,11 +126,11 @@ func (a *simAgent) agent(ctx context.Context, machineID string) {
 	if task.Mode != api.ModeProvision || task.Image.SHA256 == "" {
 		a.t.Errorf("agent on %s got task %+v", machineID, task)
 	}
-	// The token is spent when the job ends; keep it for the first boot.
+	// The installed OS presents the first-boot secret the task carried.
 	a.mu.Lock()
 	a.done["token/"+machineID] = true
 	a.mu.Unlock()
-	firstBootTokens.Store(machineID, tok)
+	firstBootTokens.Store(machineID, task.FirstBootSecret)
 }
 
 var firstBootTokens sync.Map
@@ -180,7 +194,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				}
 			}
 			log := slog.New(slog.DiscardHandler)
-			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", os.Getenv, log)
+			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", os.Getenv, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -54,7 +54,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, e.getenv, log)
+	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, e.getenv, log)
 	if err != nil {
 		return err
 	}

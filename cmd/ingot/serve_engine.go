@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/apiserver"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/bmc"
@@ -26,7 +27,7 @@ type provisioning struct {
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
 // each machine's reference, drift from pkg/drift) and the API on top of it.
 func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL string, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
+	names func() []string, publicURL, binding, iface string, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
 		return dialMachineBMC(ctx, m, getenv, log)
 	}
@@ -52,8 +53,13 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	if err != nil {
 		return nil, err
 	}
+	auth, err := agentauth.New(agentauth.Config{Store: st, Binding: agentauth.Binding(binding),
+		Neighbours: agentauth.ReadARP("/proc/net/arp", iface), Logger: log.With("service", "agentauth")})
+	if err != nil {
+		return nil, err
+	}
 	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Recipes: recipes, RecipeNames: names,
-		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size})
+		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth})
 	if err != nil {
 		return nil, err
 	}

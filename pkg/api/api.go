@@ -58,6 +58,7 @@ import (
 
 // The agent API paths.
 const (
+	PathExchange  = "/api/v1/agent/exchange"
 	PathTask      = "/api/v1/agent/task"
 	PathInventory = "/api/v1/agent/inventory"
 	PathProgress  = "/api/v1/agent/progress"
@@ -121,6 +122,24 @@ type Task struct {
 	Handoff  Handoff         `json:"handoff,omitempty"` // default reboot (poweroff in discover mode)
 	// Cmdline is the installed OS's kernel command line, used for kexec.
 	Cmdline string `json:"cmdline,omitempty"`
+	// FirstBootSecret is the job's first-boot credential: the agent writes
+	// it into the installed system (FirstBootEnv) and the installed OS's
+	// first-boot report presents it. A report without it is refused.
+	FirstBootSecret string `json:"first_boot_secret,omitempty"`
+}
+
+// FirstBootEnv is where the agent writes, in the installed system, the
+// first-boot report's settings: INGOT_SERVER=, INGOT_MACHINE= and
+// INGOT_FIRSTBOOT= (the secret), mode 0600. The first-boot service deletes
+// the file after its report was accepted.
+const FirstBootEnv = "/etc/ingot/firstboot.env"
+
+// Exchange is the answer to POST PathExchange: the job's agent credential,
+// bound to the address the exchange came from.
+type Exchange struct {
+	Token     string `json:"token"`
+	MachineID string `json:"machine_id"`
+	JobID     string `json:"job_id,omitempty"`
 }
 
 // Image is the golden image to write.

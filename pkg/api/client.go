@@ -54,6 +54,28 @@ func NewAgentClient(server, token string, logger *slog.Logger) *AgentClient {
 	return &AgentClient{Server: strings.TrimRight(server, "/"), Token: token, Logger: logger}
 }
 
+// Exchange trades the boot credential in Token for the job's agent
+// credential, which replaces Token for every later call. Retried like any
+// call: the server answers a repeat from the same address with a fresh
+// credential that replaces the one before.
+func (c *AgentClient) Exchange(ctx context.Context) (Exchange, error) {
+	var x Exchange
+	err := c.do(ctx, http.MethodPost, PathExchange, []byte("{}"), func(r io.Reader) error {
+		if err := json.NewDecoder(io.LimitReader(r, 1<<16)).Decode(&x); err != nil {
+			return fmt.Errorf("decoding the exchange answer: %w", err)
+		}
+		if x.Token == "" {
+			return errors.New("the exchange answer has no token")
+		}
+		return nil
+	})
+	if err != nil {
+		return Exchange{}, err
+	}
+	c.Token = x.Token
+	return x, nil
+}
+
 // Task fetches the machine's task.
 func (c *AgentClient) Task(ctx context.Context) (Task, error) {
 	var t Task

@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/agentauth"
+	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -47,35 +50,39 @@ func CreateOperatorToken(ctx context.Context, s store.Store, name string, ttl ti
 	return secret, t, nil
 }
 
-// IssueMachineToken creates the one-time token a machine's agent uses. It
-// is bound to the machine's running job (if any) and stops working when that
-// job ends; without a job (discovery) it lives for DiscoveryTTL.
-func (s *Server) IssueMachineToken(ctx context.Context, machineID string) (string, error) {
-	secret := NewSecret("m_")
-	t := store.Token{
-		ID: "mt-" + HashToken(secret)[:10], Name: "agent " + machineID, Hash: HashToken(secret),
-		Scope: scopeMachinePrefix + machineID, Created: s.now(), Expires: s.now().Add(s.discoveryTTL),
+// IssueBootCredential gives a machine booting from the address from its
+// boot credential for its running job (httpboot.TokenIssuer); agentauth
+// refuses a requester whose address is not tied to mac.
+func (s *Server) IssueBootCredential(ctx context.Context, m *machine.Machine, mac string, from netip.Addr) (string, error) {
+	jobID := ""
+	if j, err := s.engine.ActiveJob(ctx, m.ID); err == nil {
+		jobID = j.ID
 	}
-	if j, err := s.engine.ActiveJob(ctx, machineID); err == nil {
-		t.JobID = j.ID
-		t.Expires = time.Time{}
-	}
-	if err := s.store.PutToken(ctx, t); err != nil {
-		return "", fmt.Errorf("issuing machine token for %s: %w", machineID, err)
-	}
-	return secret, nil
+	return s.auth.IssueBoot(ctx, m.ID, mac, jobID, from)
 }
 
 type principal struct {
 	operator  bool
 	machineID string
 	name      string
+	token     *store.Token // the machine credential presented
+}
+
+// remoteAddr is the IP a request came from.
+func remoteAddr(r *http.Request) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("remote address %q: %w", r.RemoteAddr, err)
+	}
+	return ap.Addr().Unmap(), nil
 }
 
 var errUnauthorized = errors.New("unauthorized")
 
-// authenticate resolves the request's bearer token.
-func (s *Server) authenticate(r *http.Request) (principal, error) {
+// authenticate resolves the request's bearer token: an operator token, or
+// a machine credential of one of kinds presented from the address it is
+// bound to (pkg/agentauth).
+func (s *Server) authenticate(r *http.Request, kinds ...string) (principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || secret == "" {
@@ -84,6 +91,14 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	t, err := s.store.TokenByHash(r.Context(), HashToken(strings.TrimSpace(secret)))
 	if err != nil {
 		return principal{}, fmt.Errorf("%w: unknown token", errUnauthorized)
+	}
+	if strings.HasPrefix(t.Scope, scopeMachinePrefix) {
+		from, _ := remoteAddr(r)
+		mt, err := s.auth.Authenticate(r.Context(), secret, from, kinds...)
+		if err != nil {
+			return principal{}, err
+		}
+		return principal{machineID: agentauth.MachineID(mt), name: mt.Name, token: mt}, nil
 	}
 	switch {
 	case t.Revoked:
@@ -98,9 +113,6 @@ func (s *Server) authenticate(r *http.Request) (principal, error) {
 	}
 	if t.Scope == ScopeOperator {
 		return principal{operator: true, name: t.Name}, nil
-	}
-	if id, ok := strings.CutPrefix(t.Scope, scopeMachinePrefix); ok {
-		return principal{machineID: id, name: t.Name}, nil
 	}
 	return principal{}, fmt.Errorf("%w: token %s has unknown scope %q", errUnauthorized, t.ID, t.Scope)
 }

@@ -11,13 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -44,10 +43,11 @@ type Config struct {
 	// ArtifactSize gives the size of a stored artifact, so agents can show
 	// progress against a total; nil: sizes unknown.
 	ArtifactSize func(sha256 string) (int64, bool)
-	// DiscoveryTTL bounds machine tokens issued without a job (default 1h).
-	DiscoveryTTL time.Duration
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Auth issues and checks machine credentials (who may speak for a
+	// machine); nil: lease binding over Store.
+	Auth   *agentauth.Auth
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Server serves the API.
@@ -58,7 +58,7 @@ type Server struct {
 	recipeNames  func() []string
 	artifactSize func(string) (int64, bool)
 	baseURL      string
-	discoveryTTL time.Duration
+	auth         *agentauth.Auth
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -69,15 +69,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: Store, Engine and Recipes are required")
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
-		baseURL: strings.TrimRight(cfg.BaseURL, "/"), discoveryTTL: cfg.DiscoveryTTL, log: cfg.Logger, now: cfg.Now}
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.discoveryTTL == 0 {
-		s.discoveryTTL = time.Hour
+	if s.auth == nil {
+		a, err := agentauth.New(agentauth.Config{Store: cfg.Store, Logger: s.log, Now: s.now})
+		if err != nil {
+			return nil, err
+		}
+		s.auth = a
 	}
 	if s.recipeNames == nil {
 		s.recipeNames = func() []string { return nil }
@@ -88,10 +92,25 @@ func New(cfg Config) (*Server, error) {
 type access int
 
 const (
-	public access = iota
-	operator
-	agent
+	public    access = iota
+	operator         // an operator token
+	agent            // the job's agent credential, from its address
+	exchange         // a boot credential, from the address it was issued to
+	firstBoot        // the job's first-boot credential, from the machine
 )
+
+// kinds are the machine credentials each access takes.
+func (a access) kinds() []string {
+	switch a {
+	case agent:
+		return []string{agentauth.KindAgent}
+	case exchange:
+		return []string{agentauth.KindBoot}
+	case firstBoot:
+		return []string{agentauth.KindFirstBoot}
+	}
+	return nil
+}
 
 type route struct {
 	method, pattern string
@@ -115,13 +134,14 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/reimage", operator, s.postReimage},
 		{"POST", "/api/v1/rollouts", operator, s.postRollout},
 		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
+		{"POST", api.PathExchange, exchange, s.agentExchange},
 		{"GET", api.PathTask, agent, s.agentTask},
 		{"POST", api.PathInventory, public, s.agentInventory},
 		{"POST", api.PathProgress, agent, s.agentProgress},
 		{"POST", api.PathChecks, agent, s.agentChecks},
 		{"POST", api.PathLog, agent, s.agentLog},
 		{"POST", api.PathDone, agent, s.agentDone},
-		{"POST", api.PathFirstboot, public, s.agentFirstBoot},
+		{"POST", api.PathFirstboot, firstBoot, s.agentFirstBoot},
 	}
 }
 
@@ -156,16 +176,21 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		var p principal
 		if rt.access != public {
 			var err error
-			if p, err = s.authenticate(r); err != nil {
-				writeErr(w, http.StatusUnauthorized, err.Error())
+			if p, err = s.authenticate(r, rt.access.kinds()...); err != nil {
+				code := http.StatusUnauthorized
+				if errors.Is(err, agentauth.ErrForeign) || errors.Is(err, agentauth.ErrWrongKind) || errors.Is(err, agentauth.ErrNotTied) {
+					code = http.StatusForbidden
+				}
+				s.log.Info("api request refused", "method", r.Method, "path", r.URL.Path, "from", r.RemoteAddr, "err", err)
+				writeErr(w, code, fmt.Sprintf("%s %s: %v", r.Method, r.URL.Path, err))
 				return
 			}
 			switch {
 			case rt.access == operator && !p.operator:
 				writeErr(w, http.StatusForbidden, "this endpoint needs an operator token")
 				return
-			case rt.access == agent && p.machineID == "":
-				writeErr(w, http.StatusForbidden, "this endpoint needs a machine token")
+			case rt.access != operator && p.machineID == "":
+				writeErr(w, http.StatusForbidden, "this endpoint needs a machine credential, not an operator token")
 				return
 			}
 		}
@@ -412,12 +437,33 @@ func (s *Server) postRollout(w http.ResponseWriter, r *http.Request, p principal
 	return nil
 }
 
+// agentExchange trades the boot credential of the iPXE script for the
+// job's agent credential, bound to the caller's address.
+func (s *Server) agentExchange(w http.ResponseWriter, r *http.Request, _ principal) error {
+	secret, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	from, err := remoteAddr(r)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	tok, t, err := s.auth.Exchange(r.Context(), secret, from)
+	if err != nil {
+		return errorf(http.StatusForbidden, "%v", err)
+	}
+	writeJSON(w, 200, api.Exchange{Token: tok, MachineID: agentauth.MachineID(t), JobID: t.JobID})
+	return nil
+}
+
 func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) error {
 	t, err := s.engine.OnTask(r.Context(), p.machineID)
 	if err != nil {
 		return err
 	}
 	out := api.Task{MachineID: p.machineID, Mode: api.Mode(t.Mode)}
+	if t.JobID != "" && t.Mode == string(api.ModeProvision) {
+		if out.FirstBootSecret, err = s.auth.IssueFirstBoot(r.Context(), p.machineID, t.JobID); err != nil {
+			return err
+		}
+	}
 	if rc := t.Recipe; rc != nil {
 		out.Recipe, out.RecipeVersion = rc.Name, rc.Version
 		img := rc.OS.Image
@@ -493,10 +539,9 @@ func (s *Server) agentChecks(w http.ResponseWriter, r *http.Request, p principal
 	}
 	res := make([]engine.CheckResult, len(in))
 	for i, c := range in {
-		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK, Detail: c.Detail, Value: c.Value}
-		if c.Skipped {
-			res[i].OK, res[i].Detail = true, "skipped by the agent: "+c.Detail
-		}
+		// A skipped check is shown as skipped and is never OK: the engine
+		// decides whether the recipe required it.
+		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK && !c.Skipped, Skipped: c.Skipped, Detail: c.Detail, Value: c.Value}
 	}
 	if err := s.engine.OnChecks(r.Context(), p.machineID, res); err != nil {
 		return errorf(http.StatusConflict, "%v", err)
@@ -529,21 +574,16 @@ func (s *Server) agentDone(w http.ResponseWriter, r *http.Request, p principal) 
 	return nil
 }
 
-// agentFirstBoot takes the installed OS's report. The installed OS holds no
-// token (the image is the same for every machine), so the report is
-// accepted only from the address ingot's DHCP leased to the machine whose
-// MAC it names, and only while that machine's job waits for its first boot.
-// A machine token is accepted too.
-func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ principal) error {
+// agentFirstBoot takes the installed OS's report. It must present the job's
+// first-boot credential, which the agent wrote into the installed system
+// during the image step, from an address tied to the machine: a report
+// without it is refused (401), from elsewhere refused and recorded (403).
+func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, p principal) error {
 	var sw machine.Software
 	if err := decode(r, &sw); err != nil {
 		return err
 	}
-	id, err := s.machineByTokenOrLease(r)
-	if err != nil {
-		return err
-	}
-	if err := s.engine.OnFirstBoot(r.Context(), id, sw); err != nil {
+	if err := s.engine.OnFirstBoot(r.Context(), p.machineID, sw); err != nil {
 		return errorf(http.StatusConflict, "%v", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -551,13 +591,13 @@ func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, _ princi
 }
 
 // machineByTokenOrLease identifies the machine of a request that may carry no
-// token: by its machine token when it has one, else by ?mac= checked
-// against the DHCP lease of the caller's address.
+// token: by its agent credential when it has one, else by ?mac= tied to the
+// caller's address (its DHCP lease or neighbour entry, see agentauth).
 func (s *Server) machineByTokenOrLease(r *http.Request) (string, error) {
 	if r.Header.Get("Authorization") != "" {
-		p, err := s.authenticate(r)
+		p, err := s.authenticate(r, agentauth.KindAgent)
 		if err != nil {
-			return "", errorf(http.StatusUnauthorized, "%s: %v", r.URL.Path, err)
+			return "", errorf(http.StatusForbidden, "%s: %v", r.URL.Path, err)
 		}
 		if p.machineID == "" {
 			return "", errorf(http.StatusForbidden, "%s: needs a machine token, not an operator token", r.URL.Path)
@@ -568,14 +608,12 @@ func (s *Server) machineByTokenOrLease(r *http.Request) (string, error) {
 	if err != nil {
 		return "", errorf(http.StatusBadRequest, "%s: query parameter mac: %v", r.URL.Path, err)
 	}
-	l, err := s.store.LeaseByMAC(r.Context(), mac)
+	from, err := remoteAddr(r)
 	if err != nil {
-		return "", errorf(http.StatusForbidden, "%s: no DHCP lease for %s", r.URL.Path, mac)
+		return "", errorf(http.StatusBadRequest, "%v", err)
 	}
-	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	src, err := netip.ParseAddr(host)
-	if err != nil || src.Unmap() != l.IP {
-		return "", errorf(http.StatusForbidden, "%s: %s is leased to %s, not to the caller %s", r.URL.Path, mac, l.IP, host)
+	if err := s.auth.Tie(r.Context(), mac, from); err != nil {
+		return "", errorf(http.StatusForbidden, "%s: %v", r.URL.Path, err)
 	}
 	m, err := s.store.MachineByMAC(r.Context(), mac)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -80,6 +81,22 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, []byte) {
 	t.Helper()
+	return f.doFrom(t, machineAddr, method, path, token, body)
+}
+
+// machineAddr is where the machines' requests come from in these tests;
+// intruderAddr is another host on the boot network.
+var (
+	machineAddr  = netip.MustParseAddr("127.0.0.1")
+	intruderAddr = netip.MustParseAddr("127.0.0.2")
+)
+
+// doFrom sends the request from the loopback address src.
+func (f *fixture) doFrom(t *testing.T, src netip.Addr, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}).DialContext}}
+	defer client.CloseIdleConnections()
 	var rd *bytes.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -91,7 +108,7 @@ func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, [
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +135,9 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("reimage: %d %s", code, body)
 	}
 	m1, _ := f.s.GetMachine(ctx, "node1")
-	tok, err := f.srv.IssueMachineToken(ctx, m1.ID)
-	if err != nil {
-		t.Fatal(err)
+	boot, tok := f.agentCredential(t, m1)
+	if code, body := f.do(t, "GET", api.PathTask, boot, nil); code != 403 || !strings.Contains(string(body), "exchange it first") {
+		t.Errorf("boot credential on the task route: %d %s, want 403", code, body)
 	}
 	// A machine token reaches only its own machine's agent endpoints.
 	if code, _ := f.do(t, "GET", "/api/v1/machines/node2", tok, nil); code != 403 {
@@ -130,19 +147,100 @@ func TestAuth(t *testing.T) {
 	var task api.Task
 	json.Unmarshal(body, &task)
 	if code != 200 || task.MachineID != m1.ID || task.Mode != api.ModeProvision ||
-		task.Image.URL != "http://10.77.0.1:8080/artifacts/sha256/"+strings.Repeat("b", 64) {
+		task.Image.URL != "http://10.77.0.1:8080/artifacts/sha256/"+strings.Repeat("b", 64) || task.FirstBootSecret == "" {
 		t.Fatalf("task: %d %s", code, body)
 	}
 	// The job ends (the agent reports a failure): the token stops working.
 	if code, body := f.do(t, "POST", api.PathDone, tok, api.Done{Step: "image", OK: false, Reason: "sha256 mismatch"}); code != 204 {
 		t.Fatalf("done: %d %s", code, body)
 	}
-	if code, body := f.do(t, "GET", api.PathTask, tok, nil); code != 401 || !strings.Contains(string(body), "revoked") {
+	if code, body := f.do(t, "GET", api.PathTask, tok, nil); code != 401 {
 		t.Errorf("used token after job end: %d %s, want 401", code, body)
+	}
+	if toks, _ := f.s.ListTokens(ctx); len(toks) != 1 {
+		t.Errorf("%d tokens left after the job ended, want only the operator's: the job's credentials are deleted", len(toks))
 	}
 	m1, _ = f.s.GetMachine(ctx, "node1")
 	if m1.State != machine.StateFailed {
 		t.Errorf("node1 is %s, want failed", m1.State)
+	}
+}
+
+// agentCredential does what the iPXE script render and the agent's first
+// call do for m, booting from machineAddr: a lease ties the address to its
+// MAC, the boot credential is issued and exchanged.
+func (f *fixture) agentCredential(t *testing.T, m *machine.Machine) (boot, agent string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := f.s.PutLease(ctx, store.Lease{MAC: m.MACs[0], IP: machineAddr, MachineID: m.ID, State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	boot, err := f.srv.IssueBootCredential(ctx, m, m.MACs[0], machineAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := f.do(t, "POST", api.PathExchange, boot, struct{}{})
+	var x api.Exchange
+	if err := json.Unmarshal(body, &x); code != 200 || err != nil || x.MachineID != m.ID {
+		t.Fatalf("exchange: %d %s", code, body)
+	}
+	return boot, x.Token
+}
+
+// Someone else on the boot network fetches what the machine was given and
+// replays the agent API with it: every call is refused, each refusal is a
+// security event, and the real machine's calls still work.
+func TestForgedAgentRefused(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}}); code != 202 {
+		t.Fatalf("reimage: %d %s", code, body)
+	}
+	m1, _ := f.s.GetMachine(ctx, "node1")
+	// The intruder cannot get a boot credential: its address is not node1's lease.
+	if err := f.s.PutLease(ctx, store.Lease{MAC: m1.MACs[0], IP: machineAddr, MachineID: m1.ID, State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.srv.IssueBootCredential(ctx, m1, m1.MACs[0], intruderAddr); err == nil {
+		t.Fatal("a boot credential was issued to an address not tied to the machine")
+	}
+	boot, agent := f.agentCredential(t, m1)
+	code, body := f.do(t, "GET", api.PathTask, agent, nil)
+	var task api.Task
+	if err := json.Unmarshal(body, &task); code != 200 || err != nil {
+		t.Fatalf("task: %d %s", code, body)
+	}
+	// Whatever the intruder learnt (the script's boot credential, the agent
+	// credential, the first-boot secret), replayed from its address:
+	for _, c := range []struct {
+		method, path, token string
+		body                any
+	}{
+		{"POST", api.PathExchange, boot, struct{}{}},
+		{"GET", api.PathTask, agent, nil},
+		{"POST", api.PathInventory, agent, machine.Inventory{}},
+		{"POST", api.PathChecks, agent, []api.CheckResult{{Name: "memory-size", OK: true}}},
+		{"POST", api.PathDone, agent, api.Done{Step: "checks", OK: true}},
+		{"POST", api.PathFirstboot, task.FirstBootSecret, machine.Software{Kernel: "6.1"}},
+		{"POST", api.PathFirstboot + "?mac=" + m1.MACs[0], "", machine.Software{Kernel: "6.1"}},
+	} {
+		if code, body := f.doFrom(t, intruderAddr, c.method, c.path, c.token, c.body); code/100 == 2 {
+			t.Errorf("%s %s from %s: %d %s, want refused", c.method, c.path, intruderAddr, code, body)
+		}
+	}
+	evs, _ := f.s.Events(ctx, m1.ID, 0, 0)
+	sec := 0
+	for _, e := range evs {
+		if e.Kind == "security" {
+			sec++
+		}
+	}
+	if sec < 6 {
+		t.Errorf("%d security events for 6 replays with node1's credentials, want at least 6", sec)
+	}
+	// The real agent is unaffected.
+	if code, body := f.do(t, "POST", api.PathInventory, agent, machine.Inventory{Source: "agent"}); code != 204 {
+		t.Errorf("the machine's own inventory after the replays: %d %s", code, body)
 	}
 }
 

@@ -283,7 +283,7 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 	if err := e.setState(ctx, machineID, machine.StateReady, "verified against its recipe; "+restore, map[string]string{"job": j.ID}); err != nil {
 		return err
 	}
-	e.revokeTokens(ctx, j.ID)
+	e.deleteCredentials(ctx, j.ID)
 	e.notify(j.ID)
 	return nil
 }

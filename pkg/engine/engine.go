@@ -173,10 +173,14 @@ type Phase struct {
 
 // CheckResult is one acceptance check's outcome as the agent reports it.
 type CheckResult struct {
-	Name   string  `json:"name"`
-	OK     bool    `json:"ok"`
-	Detail string  `json:"detail,omitempty"`
-	Value  float64 `json:"value,omitempty"`
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Skipped: the check did not run (never OK). Waived: it failed and an
+	// operator let this machine past it (who and why in Detail).
+	Skipped bool    `json:"skipped,omitempty"`
+	Waived  bool    `json:"waived,omitempty"`
+	Detail  string  `json:"detail,omitempty"`
+	Value   float64 `json:"value,omitempty"`
 }
 
 func decodeStatus(j *store.Job) (ReimageStatus, error) {

@@ -265,20 +265,24 @@ func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
 			e.log.Error("marking machine failed", "machine", id, "err", err)
 		}
 	}
-	e.revokeTokens(ctx, j.ID)
+	e.deleteCredentials(ctx, j.ID)
 	e.log.Info("job failed", "job", j.ID, "step", step, "reason", reason)
 	e.notify(j.ID)
 }
 
-func (e *Engine) revokeTokens(ctx context.Context, jobID string) {
+// deleteCredentials deletes (not only revokes) every machine credential
+// issued for the job: at its end, and when a new boot attempt starts.
+func (e *Engine) deleteCredentials(ctx context.Context, jobID string) {
 	toks, err := e.store.ListTokens(ctx)
 	if err != nil {
+		e.log.Warn("listing credentials to delete", "job", jobID, "err", err)
 		return
 	}
 	for _, t := range toks {
-		if t.JobID == jobID && !t.Revoked {
-			t.Revoked = true
-			_ = e.store.PutToken(ctx, t)
+		if t.JobID == jobID {
+			if err := e.store.DeleteToken(ctx, t.Hash); err != nil && !errors.Is(err, store.ErrNotFound) {
+				e.log.Warn("deleting a credential", "job", jobID, "credential", t.ID, "err", err)
+			}
 		}
 	}
 }

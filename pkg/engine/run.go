@@ -111,6 +111,8 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	switch step {
 	case StepBMC:
 		_, _ = e.advance(ctx, jobID, StepBMC, "", 0, func(st *ReimageStatus) { startPhase(st, "bmc", e.now()) })
+		// A new boot attempt: whatever was issued to the one before is void.
+		e.deleteCredentials(ctx, jobID)
 		err = e.bmcProvision(bctx, m, r)
 		if err == nil && m.State == machine.StateReimaging {
 			err = e.setState(ctx, m.ID, machine.StateProvisioning, "network boot into the agent", map[string]string{"job": jobID})

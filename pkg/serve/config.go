@@ -56,6 +56,11 @@ type Config struct {
 	DiscoveryKernel  string `yaml:"discovery_kernel"`
 	DiscoveryInitrd  string `yaml:"discovery_initrd"`
 	DiscoveryCmdline string `yaml:"discovery_cmdline"`
+
+	// AgentBinding ties a credential requester's address to a machine's
+	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
+	// with --dhcp full and neighbour otherwise.
+	AgentBinding string `yaml:"agent_binding"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -107,6 +112,19 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DiscoveryKernel, "discovery-kernel", c.DiscoveryKernel, "artifact name or sha256 of the kernel unknown machines boot")
 	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
+	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
+		"(the --interface ARP entry) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
+}
+
+// Binding is the agent binding in force (AgentBinding or its default).
+func (c Config) Binding() string {
+	switch {
+	case c.AgentBinding != "":
+		return c.AgentBinding
+	case c.DHCP == "full":
+		return "lease"
+	}
+	return "neighbour"
 }
 
 // listValue is a repeatable flag; the first Set within one FlagSet replaces
@@ -240,6 +258,19 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	switch c.Binding() {
+	case "lease":
+		if c.DHCP != "full" {
+			return fmt.Errorf("--agent-binding lease needs --dhcp full (ingot's own leases); with --dhcp %s use neighbour or first-use", c.DHCP)
+		}
+	case "neighbour":
+		if c.Interface == "" {
+			return errors.New("--agent-binding neighbour needs --interface IF (its ARP table ties addresses to MACs); or --agent-binding first-use")
+		}
+	case "first-use":
+	default:
+		return fmt.Errorf("--agent-binding %q: expected lease, neighbour or first-use", c.AgentBinding)
 	}
 	return nil
 }

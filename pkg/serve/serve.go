@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
 	"github.com/ingot-dev/ingot/pkg/boot/ra"
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
+	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -29,7 +30,8 @@ type Deps struct {
 	Store     store.Store
 	Artifacts *artifact.Store
 	Recipes   httpboot.RecipeFunc
-	// Tokens issues agent boot tokens; nil: httpboot.StoreTokens over Store.
+	// Tokens issues machines' boot credentials (the API server, over
+	// pkg/agentauth); nil: none is issued and agent scripts fail.
 	Tokens httpboot.TokenIssuer
 	Logger *slog.Logger
 	// Registry collects every service's metrics and is served at /metrics;
@@ -49,6 +51,13 @@ type Addrs struct {
 	HTTP     net.Addr
 	TFTP     net.Addr // nil when TFTP is off
 	ServerIP netip.Addr
+}
+
+// noTokens issues nothing: a serve without the API boots no agent.
+type noTokens struct{}
+
+func (noTokens) IssueBootCredential(context.Context, *machine.Machine, string, netip.Addr) (string, error) {
+	return "", errors.New("this server has no API to issue machine credentials")
 }
 
 // service is one supervised part of the process.
@@ -78,7 +87,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		}
 	}
 	if d.Tokens == nil {
-		d.Tokens = httpboot.StoreTokens{Store: d.Store}
+		d.Tokens = noTokens{}
 	}
 	serverIP, err := resolveServerIP(cfg.Interface, cfg.ServerIP, interfaceIPv4s)
 	if err != nil {

@@ -153,6 +153,21 @@ func (b *Bolt) TokenByHash(ctx context.Context, hash string) (*Token, error) {
 	return &t, nil
 }
 
+// DeleteToken removes the token stored under hash.
+func (b *Bolt) DeleteToken(ctx context.Context, hash string) error {
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		bk := tx.Bucket(bTokens)
+		if bk.Get([]byte(hash)) == nil {
+			return ErrNotFound
+		}
+		return bk.Delete([]byte(hash))
+	})
+	if err != nil {
+		return fmt.Errorf("deleting token: %w", err) // never echo the hash
+	}
+	return nil
+}
+
 // ListTokens returns every token, oldest first.
 func (b *Bolt) ListTokens(ctx context.Context) ([]Token, error) {
 	var out []Token

@@ -278,4 +278,13 @@ func TestTokens(t *testing.T) {
 	if _, err := s.TokenByHash(ctx, strings.Repeat("00", 32)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown token: %v", err)
 	}
+	if err := s.DeleteToken(ctx, hash); err != nil {
+		t.Fatalf("DeleteToken: %v", err)
+	}
+	if _, err := s.TokenByHash(ctx, hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted token still found: %v", err)
+	}
+	if err := s.DeleteToken(ctx, hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleting twice: %v, want ErrNotFound", err)
+	}
 }

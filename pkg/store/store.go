@@ -126,6 +126,16 @@ type Token struct {
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires,omitempty"`
 	Revoked bool      `json:"revoked,omitempty"`
+	// Kind of a machine credential (pkg/agentauth): "boot" (in the iPXE
+	// script, good only for the exchange), "agent" (job-scoped, bound to
+	// Address), "firstboot" (the installed OS's one report). "" for
+	// operator tokens.
+	Kind string `json:"kind,omitempty"`
+	// Address is the IP the credential is bound to (its machine's).
+	Address string `json:"address,omitempty"`
+	// Parent is the ID of the boot credential an agent credential was
+	// exchanged for.
+	Parent string `json:"parent,omitempty"`
 }
 
 // MachineFilter selects machines in List; zero fields match all.
@@ -177,6 +187,9 @@ type Store interface {
 	PutToken(ctx context.Context, t Token) error
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	ListTokens(ctx context.Context) ([]Token, error)
+	// DeleteToken removes the token stored under hash; ErrNotFound when
+	// there is none.
+	DeleteToken(ctx context.Context, hash string) error
 
 	Close() error
 }

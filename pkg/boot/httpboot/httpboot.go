@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,7 +136,8 @@ func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "ipxe: looking up machine failed", http.StatusServiceUnavailable)
 		return
 	}
-	action, script := h.script(ctx, m, mac, arch)
+	from, _ := remoteAddr(r)
+	action, script := h.script(ctx, m, mac, arch, from)
 	h.m.scripts.WithLabelValues(string(action)).Inc()
 	log := h.log.With("mac", mac, "arch", arch, "action", action)
 	if m != nil {
@@ -148,7 +150,7 @@ func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 }
 
 // script decides and renders; failures render an error script (logged).
-func (h *Handler) script(ctx context.Context, m *machine.Machine, mac, arch string) (Action, string) {
+func (h *Handler) script(ctx context.Context, m *machine.Machine, mac, arch string, from netip.Addr) (Action, string) {
 	action := Decide(m, h.cfg.Unknown)
 	switch action {
 	case ActionExit:
@@ -163,16 +165,16 @@ func (h *Handler) script(ctx context.Context, m *machine.Machine, mac, arch stri
 		}
 		return action, RenderAgent(b)
 	default:
-		b, err := h.agentBoot(ctx, m)
+		b, err := h.agentBoot(ctx, m, mac, from)
 		if err != nil {
-			h.log.Error("ipxe agent script", "mac", mac, "machine", m.ID, "err", err)
+			h.log.Error("ipxe agent script", "mac", mac, "machine", m.ID, "from", from, "err", err)
 			return "error", RenderError(fmt.Sprintf("cannot boot machine %s: %v", m.Name, err))
 		}
 		return action, RenderAgent(b)
 	}
 }
 
-func (h *Handler) agentBoot(ctx context.Context, m *machine.Machine) (AgentBoot, error) {
+func (h *Handler) agentBoot(ctx context.Context, m *machine.Machine, mac string, from netip.Addr) (AgentBoot, error) {
 	if m.Recipe == "" {
 		return AgentBoot{}, errors.New("no recipe assigned")
 	}
@@ -188,9 +190,9 @@ func (h *Handler) agentBoot(ctx context.Context, m *machine.Machine) (AgentBoot,
 	if err != nil {
 		return AgentBoot{}, fmt.Errorf("recipe %s os.agent.initrd: %w", rc.Name, err)
 	}
-	tok, err := h.cfg.Tokens.IssueMachineToken(ctx, m.ID)
+	tok, err := h.cfg.Tokens.IssueBootCredential(ctx, m, mac, from)
 	if err != nil {
-		return AgentBoot{}, fmt.Errorf("issuing token: %w", err)
+		return AgentBoot{}, fmt.Errorf("no boot credential for %s: %w", from, err)
 	}
 	return AgentBoot{
 		Comment:   fmt.Sprintf("machine %s (%s) is %s: agent for recipe %s %s", m.Name, m.ID, m.State, rc.Name, rc.Version),
@@ -244,6 +246,15 @@ func (h *Handler) artifactURL(sha, path string) (string, error) {
 	default:
 		return "", errors.New("neither sha256 nor path is set")
 	}
+}
+
+// remoteAddr is the IP a request came from.
+func remoteAddr(r *http.Request) (netip.Addr, error) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return ap.Addr().Unmap(), nil
 }
 
 func joinArgs(args ...string) string {

@@ -3,12 +3,11 @@ package httpboot
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +34,8 @@ func (f fakeMachines) MachineByMAC(_ context.Context, mac string) (*machine.Mach
 
 type fixedToken string
 
-func (f fixedToken) IssueMachineToken(_ context.Context, id string) (string, error) {
-	return string(f) + "-" + id, nil
+func (f fixedToken) IssueBootCredential(_ context.Context, m *machine.Machine, _ string, _ netip.Addr) (string, error) {
+	return string(f) + "-" + m.ID, nil
 }
 
 type fixture struct {
@@ -276,23 +275,3 @@ func TestBootFilesMetricsHealth(t *testing.T) {
 		}
 	}
 }
-
-func TestStoreTokens(t *testing.T) {
-	var got store.Token
-	st := StoreTokens{Store: putterFunc(func(tk store.Token) { got = tk })}
-	tok, err := st.IssueMachineToken(context.Background(), "m-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := sha256.Sum256([]byte(tok))
-	if got.Hash != hex.EncodeToString(h[:]) || got.Scope != "machine:m-1" || strings.Contains(got.Hash, tok) {
-		t.Errorf("stored token %+v for secret %q", got, tok)
-	}
-	if !got.Expires.After(got.Created) {
-		t.Errorf("token does not expire: %+v", got)
-	}
-}
-
-type putterFunc func(store.Token)
-
-func (p putterFunc) PutToken(_ context.Context, t store.Token) error { p(t); return nil }

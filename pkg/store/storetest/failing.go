@@ -78,4 +78,7 @@ func (f Failing) TokenByHash(context.Context, string) (*store.Token, error) {
 	return nil, f.err()
 }
 func (f Failing) ListTokens(context.Context) ([]store.Token, error) { return nil, f.err() }
-func (f Failing) Close() error                                      { return nil }
+
+// DeleteToken fails.
+func (f Failing) DeleteToken(context.Context, string) error { return f.err() }
+func (f Failing) Close() error                              { return nil }
