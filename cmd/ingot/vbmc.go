@@ -19,7 +19,7 @@ import (
 const vbmcSynopsis = `vbmc --mockup DIR [flags]
 
 Run virtual Redfish BMCs: each serves a Redfish mockup tree in the DMTF layout
-(DIR/redfish/v1/.../index.json, e.g. ../shared/redfish-mockups/dmtf-public-tower)
+(DIR/redfish/v1/.../index.json, e.g. testdata/redfish-mockups/dmtf-public-tower)
 and keeps state like a real BMC: power state changes on ComputerSystem.Reset,
 a one-time boot override is consumed at the next boot, BIOS settings PATCHed
 to the settings object stay pending until the next reset, sessions and basic
@@ -33,7 +33,7 @@ power on starts qemu-system-x86_64 booting from the override (Pxe: network,
 Hdd: disk, Cd: cdrom), power off stops it.
 
 Examples:
-  ingot vbmc --mockup ../shared/redfish-mockups/dmtf-public-tower --user admin --password-file pw
+  ingot vbmc --mockup testdata/redfish-mockups/dmtf-public-tower --user admin --password-file pw
   ingot vbmc --mockup DIR --count 50 --port-base 9000 --latency 700ms --fail503 0.3
   redfishtool -r 127.0.0.1:8000 -u admin -p PASS -S Never Systems`
 

@@ -16,13 +16,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// vbmcMockup returns ../shared/redfish-mockups/NAME from the module root.
+// vbmcMockup returns testdata/redfish-mockups/NAME under the module root.
 func vbmcMockup(t *testing.T, name string) string {
 	t.Helper()
 	dir, _ := os.Getwd()
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "..", "shared", "redfish-mockups", name)
+			return filepath.Join(dir, "testdata", "redfish-mockups", name)
 		}
 		if filepath.Dir(dir) == dir {
 			t.Fatal("no go.mod above the test")

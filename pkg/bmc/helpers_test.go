@@ -12,16 +12,17 @@ import (
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
 
-// mockups are the shared Redfish trees every client test runs against.
+// mockups are the Redfish trees every client test runs against.
 var mockups = []string{
 	"dmtf-public-rackmount1",
 	"dmtf-public-tower",
 	"gigabyte-ami-h262-z63",
 	"hpe-cray-ex235n-a100",
+	"hpe-ilo5-xl675d-a40",
 	"supermicro-hgx-b200-partial",
 }
 
-// mockupDir finds ../shared/redfish-mockups/NAME beside the module root.
+// mockupDir finds testdata/redfish-mockups/NAME under the module root.
 func mockupDir(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -38,9 +39,9 @@ func mockupDir(t testing.TB, name string) string {
 		}
 		dir = parent
 	}
-	p := filepath.Join(dir, "..", "shared", "redfish-mockups", name)
+	p := filepath.Join(dir, "testdata", "redfish-mockups", name)
 	if _, err := os.Stat(filepath.Join(p, "redfish", "v1", "index.json")); err != nil {
-		t.Fatalf("mockup %s: %v (tests expect ../shared/redfish-mockups beside the repository)", name, err)
+		t.Fatalf("mockup %s: %v (expected testdata/redfish-mockups/%s/redfish/v1/index.json in the repository)", name, err, name)
 	}
 	return p
 }

@@ -19,7 +19,8 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
-// fixture decodes ../shared/redfish-mockups/MOCKUP/redfish/v1/PATH/index.json into v.
+// fixture decodes testdata/redfish-mockups/MOCKUP/redfish/v1/PATH/index.json
+// (from the module root) into v.
 func fixture(t testing.TB, mockup, path string, v any) {
 	t.Helper()
 	dir, _ := os.Getwd()
@@ -29,7 +30,7 @@ func fixture(t testing.TB, mockup, path string, v any) {
 		}
 		dir = filepath.Dir(dir)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "..", "shared", "redfish-mockups", mockup, "redfish", "v1", path, "index.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "testdata", "redfish-mockups", mockup, "redfish", "v1", path, "index.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

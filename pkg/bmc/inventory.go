@@ -100,7 +100,7 @@ func (c *Client) Inventory(ctx context.Context) (machine.Inventory, error) {
 	var sys []systemPart
 	var chs []chassisPart
 	var mgr managerPart
-	var fw []machine.Firmware
+	var fw []firmwareItem
 	var sysErr, chErr error
 	parallel(
 		func() { sys, sysErr = c.readSystems(api, r) },
@@ -114,6 +114,15 @@ func (c *Client) Inventory(ctx context.Context) (machine.Inventory, error) {
 	if sysErr != nil && chErr != nil && fatal(sysErr) && fatal(chErr) {
 		return inv, c.wrap("reading inventory", sysErr)
 	}
+	if !anyGPU(sys) {
+		readHPEGPUs(api, sys, chs, r) // HPE iLO 5: GPUs only in OEM resources (hpe.go)
+		for i := range sys {
+			hpeGPUFirmware(sys[i].gpus, fw)
+		}
+		if ctx.Err() != nil {
+			return inv, c.wrap("reading inventory", ctx.Err())
+		}
+	}
 	assemble(&inv, sys, chs, mgr, fw)
 	inv.Problems = r.problems
 	sort.Slice(inv.Problems, func(i, j int) bool {
@@ -124,6 +133,16 @@ func (c *Client) Inventory(ctx context.Context) (machine.Inventory, error) {
 		return a.Detail < b.Detail
 	})
 	return inv, nil
+}
+
+// anyGPU reports whether a System's Processors list a GPU.
+func anyGPU(systems []systemPart) bool {
+	for _, s := range systems {
+		if len(s.gpus) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // fatal errors mean the BMC itself is gone, not one part of it.
@@ -290,6 +309,7 @@ func readSimpleStorage(s *schemas.ComputerSystem, r *reading) []machine.Disk {
 // chassisPart is what one Chassis contributes.
 type chassisPart struct {
 	id       string
+	devices  string // HPE Oem.Hpe.Links.Devices, read only by the GPU fallback
 	psus     []machine.PSU
 	power    machine.Power
 	thermal  machine.Thermal
@@ -307,6 +327,7 @@ func (c *Client) readChassis(api *gofish.APIClient, r *reading) ([]chassisPart, 
 	for i, ch := range chassis {
 		p := &parts[i]
 		p.id = ch.ID
+		p.devices = hpeLinks(ch.RawData, "Devices")
 		fns = append(fns,
 			func() { p.psus, p.power = readPower(ch, r) },
 			func() { p.thermal = readThermal(ch, r) },
@@ -447,7 +468,7 @@ func (c *Client) readManagers(api *gofish.APIClient, r *reading) managerPart {
 	return managerPart{}
 }
 
-func (c *Client) readFirmware(api *gofish.APIClient, r *reading) []machine.Firmware {
+func (c *Client) readFirmware(api *gofish.APIClient, r *reading) []firmwareItem {
 	us, err := api.Service.UpdateService()
 	if absent(err) {
 		return nil
@@ -458,13 +479,14 @@ func (c *Client) readFirmware(api *gofish.APIClient, r *reading) []machine.Firmw
 	}
 	items, err := us.FirmwareInventory()
 	r.problem("/redfish/v1/UpdateService/FirmwareInventory", err)
-	var out []machine.Firmware
+	var out []firmwareItem
 	for _, it := range items {
 		if it.Version != "" {
-			out = append(out, machine.Firmware{Component: firstNonEmpty(it.ID, it.Name), Version: it.Version})
+			out = append(out, firmwareItem{id: strings.TrimSpace(it.ID), name: strings.TrimSpace(it.Name),
+				context: hpeDeviceContext(it.RawData), version: it.Version})
 		}
 	}
-	return out
+	return nameFirmware(out)
 }
 
 // FirmwareInventory lists the firmware versions the BMC reports: its
@@ -475,7 +497,7 @@ func (c *Client) FirmwareInventory(ctx context.Context) ([]machine.Firmware, err
 		return nil, err
 	}
 	r := &reading{}
-	var fw []machine.Firmware
+	var fw []firmwareItem
 	var mgr managerPart
 	var sys *schemas.ComputerSystem
 	parallel(

@@ -29,6 +29,7 @@ var want = map[string]struct {
 	"dmtf-public-tower":           {gpus: 2, gpuModel: "TU102", psus: 2, watts: 926, minCPUs: 1},
 	"gigabyte-ami-h262-z63":       {psus: 2, watts: 100, minCPUs: 2},
 	"hpe-cray-ex235n-a100":        {gpus: 8, gpuModel: "A100", minCPUs: 2},
+	"hpe-ilo5-xl675d-a40":         {gpus: 4, gpuModel: "A40", minCPUs: 2},
 	"supermicro-hgx-b200-partial": {gpus: 2, gpuModel: "B200", minCPUs: 2},
 }
 

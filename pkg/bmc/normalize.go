@@ -364,9 +364,66 @@ func mergeNICs(eths []machine.NIC, adapters []adapter) []machine.NIC {
 	return out
 }
 
+// firmwareItem is one FirmwareInventory entry: its Redfish Id, and the
+// component it names.
+type firmwareItem struct {
+	id, name, context, version string
+	component                  string // set by nameFirmware
+}
+
+// nameFirmware names each entry for what it is: the resource's Name ("NVIDIA
+// A40", "System ROM"), not its Id, which some BMCs number (HPE iLO: "1",
+// "2", ...); the Id only when there is no Name. Entries that share a name
+// (four GPUs) are told apart by where they sit, then by Id: "NVIDIA A40
+// (PCI-E Slot 1)".
+func nameFirmware(items []firmwareItem) []firmwareItem {
+	count := func(key func(firmwareItem) string) map[string]int {
+		n := map[string]int{}
+		for _, it := range items {
+			n[key(it)]++
+		}
+		return n
+	}
+	for i := range items {
+		items[i].component = firstNonEmpty(items[i].name, items[i].id)
+	}
+	byName := count(func(it firmwareItem) string { return it.component })
+	for i, it := range items {
+		if byName[it.component] > 1 {
+			if q := firstNonEmpty(it.context, it.id); q != "" && q != it.component {
+				items[i].component = it.component + " (" + q + ")"
+			}
+		}
+	}
+	byName = count(func(it firmwareItem) string { return it.component })
+	for i, it := range items {
+		if byName[it.component] > 1 && it.id != "" {
+			items[i].component = it.component + " [" + it.id + "]"
+		}
+	}
+	return items
+}
+
+// hpeDeviceContext is HPE iLO's Oem.Hpe.DeviceContext of a firmware entry,
+// where the device sits ("PCI-E Slot 1"); "System Board" says nothing.
+func hpeDeviceContext(raw []byte) string {
+	var doc struct {
+		Oem struct {
+			Hpe struct {
+				DeviceContext string `json:"DeviceContext"`
+			} `json:"Hpe"`
+		} `json:"Oem"`
+	}
+	if json.Unmarshal(raw, &doc) != nil || strings.EqualFold(doc.Oem.Hpe.DeviceContext, "System Board") {
+		return ""
+	}
+	return strings.TrimSpace(doc.Oem.Hpe.DeviceContext)
+}
+
 // mergeFirmware puts the BIOS and BMC versions first (named "BIOS" and
-// "BMC"), then the firmware inventory.
-func mergeFirmware(bios, bmcVersion string, inv []machine.Firmware) []machine.Firmware {
+// "BMC"), then the firmware inventory, less the entries that repeat them
+// (Id or Name "BIOS"/"BMC" at the same version).
+func mergeFirmware(bios, bmcVersion string, inv []firmwareItem) []machine.Firmware {
 	var out []machine.Firmware
 	if bios != "" {
 		out = append(out, machine.Firmware{Component: "BIOS", Version: bios})
@@ -374,11 +431,12 @@ func mergeFirmware(bios, bmcVersion string, inv []machine.Firmware) []machine.Fi
 	if bmcVersion != "" {
 		out = append(out, machine.Firmware{Component: "BMC", Version: bmcVersion})
 	}
-	for _, f := range inv {
-		if (f.Component == "BIOS" && f.Version == bios) || (f.Component == "BMC" && f.Version == bmcVersion) {
+	is := func(it firmwareItem, what string) bool { return it.id == what || it.name == what }
+	for _, it := range inv {
+		if (is(it, "BIOS") && it.version == bios) || (is(it, "BMC") && it.version == bmcVersion) {
 			continue
 		}
-		out = append(out, f)
+		out = append(out, machine.Firmware{Component: it.component, Version: it.version})
 	}
 	return out
 }
@@ -387,7 +445,7 @@ func mergeFirmware(bios, bmcVersion string, inv []machine.Firmware) []machine.Fi
 // order so the result is deterministic. When the BMC has more than one
 // System (HPE Cray EX blades: Node0, Node1; HGX: host and baseboard), slot
 // and port names are prefixed with the System's Id ("Node1/GPU2").
-func assemble(inv *machine.Inventory, systems []systemPart, chassis []chassisPart, mgr managerPart, fw []machine.Firmware) {
+func assemble(inv *machine.Inventory, systems []systemPart, chassis []chassisPart, mgr managerPart, fw []firmwareItem) {
 	var eths []machine.NIC
 	multi := len(systems) > 1
 	for _, s := range systems {

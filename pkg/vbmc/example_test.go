@@ -14,8 +14,8 @@ import (
 // A virtual BMC in a test: serve a mockup, power a system off with a
 // Redfish reset, read the new state back.
 func Example() {
-	// The shared mockups lie beside the repository.
-	root := filepath.Join("..", "..", "..", "shared", "redfish-mockups", "dmtf-public-tower")
+	// The mockups lie in testdata/redfish-mockups at the module root (../.. from here).
+	root := filepath.Join("..", "..", "testdata", "redfish-mockups", "dmtf-public-tower")
 	b, err := vbmc.New(vbmc.Config{Root: root, Username: "admin", Password: "pw"})
 	if err != nil {
 		panic(err)
@@ -37,7 +37,7 @@ func Example() {
 
 // Many BMCs for a scale test, each on its own 127.0.0.1 port with its own state.
 func ExampleStartMany() {
-	root := filepath.Join("..", "..", "..", "shared", "redfish-mockups", "supermicro-hgx-b200-partial")
+	root := filepath.Join("..", "..", "testdata", "redfish-mockups", "supermicro-hgx-b200-partial")
 	urls, stop, err := vbmc.StartMany(context.Background(), 3, vbmc.Config{Root: root})
 	if err != nil {
 		panic(err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// mockupDir returns ../shared/redfish-mockups relative to the module root.
+// mockupDir returns testdata/redfish-mockups under the module root.
 func mockupDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.Getwd()
@@ -29,9 +29,9 @@ func mockupDir(t testing.TB) string {
 		}
 		dir = parent
 	}
-	d := filepath.Join(dir, "..", "shared", "redfish-mockups")
+	d := filepath.Join(dir, "testdata", "redfish-mockups")
 	if _, err := os.Stat(d); err != nil {
-		t.Fatalf("mockups: %v (expected the shared folder beside the repository)", err)
+		t.Fatalf("mockups: %v (expected testdata/redfish-mockups in the repository)", err)
 	}
 	return d
 }
@@ -42,6 +42,7 @@ var mockups = []string{
 	"dmtf-public-tower",
 	"gigabyte-ami-h262-z63",
 	"hpe-cray-ex235n-a100",
+	"hpe-ilo5-xl675d-a40",
 	"supermicro-hgx-b200-partial",
 }
 

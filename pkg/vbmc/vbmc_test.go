@@ -18,6 +18,7 @@ func TestServeMockups(t *testing.T) {
 		"dmtf-public-tower":           {"/redfish/v1/Systems/437XR1238R2"},
 		"gigabyte-ami-h262-z63":       {"/redfish/v1/Systems/Self"},
 		"hpe-cray-ex235n-a100":        {"/redfish/v1/Systems/Node0", "/redfish/v1/Systems/Node1"},
+		"hpe-ilo5-xl675d-a40":         {"/redfish/v1/Systems/1"},
 		"supermicro-hgx-b200-partial": {"/redfish/v1/Systems/1", "/redfish/v1/Systems/HGX_Baseboard_0"},
 	}
 	for _, m := range mockups {
