@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -19,19 +18,20 @@ import (
 )
 
 // runFirstboot implements `ingot-agent firstboot`, run by the installed OS's
-// first-boot unit: it reports the kernel, OS release and driver versions.
-// The server and token come from the flags, else from the kernel command
-// line (the agent passes ingot.server/ingot.token/ingot.machine to a kexec'd
-// kernel), else from an env file (INGOT_SERVER=, INGOT_TOKEN=).
+// first-boot unit: it reports the kernel, OS release and driver versions,
+// presenting the job's first-boot secret. The server and secret come from
+// the flags, else from the kernel command line (the agent passes
+// ingot.server/ingot.firstboot to a kexec'd kernel), else from the env file
+// the agent wrote into the installed system (INGOT_SERVER=,
+// INGOT_FIRSTBOOT=), which is deleted once the report was accepted.
 func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ingot-agent firstboot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	server := fs.String("server", "", "ingot server URL")
-	token := fs.String("token", "", "the machine's token")
-	cmdline := fs.String("cmdline", "/proc/cmdline", "kernel command line file to read ingot.server and ingot.token from")
-	envFile := fs.String("env", "/etc/ingot/firstboot.env", "file with INGOT_SERVER= and INGOT_TOKEN= lines")
+	secret := fs.String("secret", "", "the job's first-boot secret")
+	cmdline := fs.String("cmdline", "/proc/cmdline", "kernel command line file to read ingot.server and ingot.firstboot from")
+	envFile := fs.String("env", api.FirstBootEnv, "file with INGOT_SERVER= and INGOT_FIRSTBOOT= lines, written by the agent")
 	root := fs.String("root", "/", "root of /proc, /sys and /etc to read")
-	mac := fs.String("mac", "", "without a token, identify the machine by this MAC (default: the first NIC's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -39,32 +39,27 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if b, err := os.ReadFile(*cmdline); err == nil {
 		cfg, _ = agent.ParseCmdline(string(b))
 	}
+	env := map[string]string{}
 	if b, err := os.ReadFile(*envFile); err == nil {
-		env := parseEnv(b)
-		if cfg.Server == "" {
-			cfg.Server = env["INGOT_SERVER"]
+		env = parseEnv(b)
+	}
+	pick := func(vals ...string) string {
+		for _, v := range vals {
+			if v != "" {
+				return v
+			}
 		}
-		if cfg.Token == "" {
-			cfg.Token = env["INGOT_TOKEN"]
-		}
+		return ""
 	}
-	if *server != "" {
-		cfg.Server = *server
-	}
-	if *token != "" {
-		cfg.Token = *token
-	}
-	if cfg.Token == "" {
-		// The installed OS of a rebooted machine holds no token: the server
-		// accepts the report by MAC from the address it leased to it.
-		cfg.Mode, cfg.MAC = "discovery", *mac
-		if cfg.MAC == "" {
-			cfg.MAC = firstMAC(*root)
-		}
-	}
-	cfg.OnError = agent.OnErrorWait
-	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
+	url := pick(*server, cfg.Server, env["INGOT_SERVER"])
+	sec := pick(*secret, cfg.FirstBoot, env["INGOT_FIRSTBOOT"])
+	switch {
+	case url == "":
+		fmt.Fprintf(stdout, "ingot-agent: firstboot: no server: expected ingot.server= on the kernel command line, INGOT_SERVER= in %s, or --server\n", *envFile)
+		return 1
+	case sec == "":
+		fmt.Fprintf(stdout, "ingot-agent: firstboot: no first-boot secret: expected ingot.firstboot= on the kernel command line or INGOT_FIRSTBOOT= in %s "+
+			"(the agent writes it during the image step; ingot refuses a report without it)\n", *envFile)
 		return 1
 	}
 	sw, err := firstboot.Collect(*root)
@@ -74,11 +69,14 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	client := api.NewAgentClient(cfg.Server, cfg.Token, nil)
-	client.MAC = cfg.MAC
-	if err := client.FirstBoot(ctx, sw); err != nil {
+	client := api.NewAgentClient(url, sec, nil)
+	if err := client.FirstBoot(ctx, api.FirstBoot{Software: sw}); err != nil {
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
 		return 1
+	}
+	// The secret is spent: remove it from the installed system.
+	if err := os.Remove(*envFile); err != nil && !os.IsNotExist(err) {
+		fmt.Fprintf(stdout, "ingot-agent: firstboot: removing %s: %v\n", *envFile, err)
 	}
 	var drivers []string
 	for k, v := range sw.Drivers {
@@ -99,19 +97,4 @@ func parseEnv(b []byte) map[string]string {
 		}
 	}
 	return m
-}
-
-// firstMAC is the MAC of the first physical NIC (by name) under root/sys.
-func firstMAC(root string) string {
-	dir := filepath.Join(root, "sys/class/net")
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), "device")); err != nil {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join(dir, e.Name(), "address")); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return ""
 }

@@ -58,6 +58,10 @@ type options struct {
 	modules string
 	debug   bool
 	pid1    bool
+	// installRoot, when set, is the installed system's root folder to write
+	// the first-boot settings into (tests, or a disk mounted by hand);
+	// empty: the agent mounts the written disk's root partition.
+	installRoot string
 }
 
 func parseFlags(args []string, stderr io.Writer, pid1 bool) (options, error) {
@@ -80,6 +84,7 @@ func parseFlags(args []string, stderr io.Writer, pid1 bool) (options, error) {
 	fs.StringVar(&o.handoff, "handoff", def, "perform the handoff (reboot/kexec/poweroff) or only print it")
 	fs.StringVar(&o.modules, "modules", "/etc/ingot/modules", "kernel modules to load, one path per line (PID 1 only)")
 	fs.BoolVar(&o.debug, "debug", false, "verbose logs (or ingot.debug)")
+	fs.StringVar(&o.installRoot, "install-root", "", "write the first-boot settings under this folder instead of the written disk's root partition")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return o, err

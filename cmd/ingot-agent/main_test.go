@@ -66,8 +66,16 @@ func newFakeServer(t *testing.T, task api.Task, image []byte) *fakeServer {
 
 // newFakeServerOn serves on ln (nil: a loopback port).
 func newFakeServerOn(t *testing.T, ln net.Listener, task api.Task, image []byte) *fakeServer {
-	f := &fakeServer{token: "tok-1", task: task, image: image}
+	f := &fakeServer{token: "agent-1", task: task, image: image}
 	mux := http.NewServeMux()
+	// The boot credential of the script (tok-1) opens only the exchange.
+	mux.HandleFunc("POST "+api.PathExchange, func(w http.ResponseWriter, r *http.Request) {
+		if tok, _ := api.BearerToken(r); tok != "tok-1" {
+			http.Error(w, "bad boot credential", http.StatusUnauthorized)
+			return
+		}
+		json.NewEncoder(w).Encode(api.Exchange{Token: f.token, MachineID: task.MachineID})
+	})
 	auth := func(h func(w http.ResponseWriter, r *http.Request, body []byte)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if tok, ok := api.BearerToken(r); !ok || tok != f.token {
@@ -107,7 +115,21 @@ func newFakeServerOn(t *testing.T, ln net.Listener, task api.Task, image []byte)
 			f.progress = append(f.progress, p)
 		}
 	}))
-	mux.HandleFunc("POST "+api.PathChecks, auth(func(w http.ResponseWriter, _ *http.Request, b []byte) { decode(w, b, &f.checks) }))
+	// As the engine does (without waivers): a failed check that was not
+	// skipped fails acceptance and the results are refused with 409.
+	mux.HandleFunc("POST "+api.PathChecks, auth(func(w http.ResponseWriter, _ *http.Request, b []byte) {
+		if err := json.Unmarshal(b, &f.checks); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, c := range f.checks {
+			if !c.OK && !c.Skipped {
+				http.Error(w, "acceptance checks failed: "+c.Name+": "+c.Detail, http.StatusConflict)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
 	mux.HandleFunc("POST "+api.PathLog, auth(func(w http.ResponseWriter, _ *http.Request, b []byte) {
 		var l api.Log
 		if decode(w, b, &l) {
@@ -301,7 +323,7 @@ func itoa(n int) string {
 func TestAgentFirstboot(t *testing.T) {
 	var got []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tok, _ := api.BearerToken(r); tok != "tok-1" || r.URL.Path != api.PathFirstboot {
+		if tok, _ := api.BearerToken(r); tok != "mf_secret" || r.URL.Path != api.PathFirstboot {
 			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
@@ -315,7 +337,7 @@ func TestAgentFirstboot(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "sys/module/nvidia"), 0o755)
 	os.WriteFile(filepath.Join(root, "sys/module/nvidia/version"), []byte("535.309.01\n"), 0o644)
 	env := filepath.Join(t.TempDir(), "firstboot.env")
-	os.WriteFile(env, []byte("INGOT_SERVER="+srv.URL+"\nINGOT_TOKEN=tok-1\n"), 0o600)
+	os.WriteFile(env, []byte("INGOT_SERVER="+srv.URL+"\nINGOT_FIRSTBOOT=mf_secret\n"), 0o600)
 	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", env, "--root", root)
 	if code != 0 || !strings.Contains(out, "firstboot reported kernel=6.1.0-40-amd64") {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -324,28 +346,41 @@ func TestAgentFirstboot(t *testing.T) {
 	if err := json.Unmarshal(got, &sw); err != nil || sw.Drivers["nvidia"] != "535.309.01" {
 		t.Errorf("posted %s (%v)", got, err)
 	}
+	if _, err := os.Stat(env); !os.IsNotExist(err) {
+		t.Errorf("the first-boot secret file is still there after the report (%v): it must be deleted after use", err)
+	}
 }
 
-func TestAgentFirstbootByMAC(t *testing.T) {
-	var query string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" || r.URL.Path != api.PathFirstboot {
-			http.Error(w, "no", http.StatusBadRequest)
-			return
-		}
-		query = r.URL.RawQuery
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer srv.Close()
+// Without the secret the agent wrote, there is nothing to report with.
+func TestAgentFirstbootWithoutSecret(t *testing.T) {
 	root := t.TempDir()
-	for p, s := range map[string]string{"proc/sys/kernel/osrelease": "6.1.0-40-amd64\n",
-		"sys/class/net/eth0/address": "52:54:00:12:34:56\n", "sys/class/net/eth0/device/vendor": "0x1af4\n"} {
-		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
-		os.WriteFile(filepath.Join(root, p), []byte(s), 0o644)
+	os.MkdirAll(filepath.Join(root, "proc/sys/kernel"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc/sys/kernel/osrelease"), []byte("6.1.0-40-amd64\n"), 0o644)
+	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", "/dev/null", "--server", "http://127.0.0.1:1", "--root", root)
+	if code == 0 || !strings.Contains(out, "no first-boot secret") {
+		t.Fatalf("exit %d, want a failure naming the missing secret:\n%s", code, out)
 	}
-	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", "/dev/null", "--server", srv.URL, "--root", root)
-	if code != 0 || query != "mac=52%3A54%3A00%3A12%3A34%3A56" {
-		t.Fatalf("exit %d, query %q:\n%s", code, query, out)
+}
+
+// The agent writes the job's first-boot secret into the installed system.
+func TestAgentInstallsFirstBootSecret(t *testing.T) {
+	_, zst, sum := labImage(t)
+	task := provisionTask(sum, len(zst))
+	task.Checks, task.FirstBootSecret = task.Checks[:1], "mf_job_secret"
+	srv := newFakeServer(t, task, zst)
+	install := t.TempDir()
+	code, out := runAgent(t, "--cmdline", "/dev/null", "--server", srv.URL, "--token", "tok-1", "--machine", "m-1",
+		"--root", fakeRoot, "--disk", filepath.Join(t.TempDir(), "disk.img"), "--install-root", install)
+	if code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, out)
+	}
+	p := filepath.Join(install, api.FirstBootEnv)
+	b, err := os.ReadFile(p)
+	if err != nil || !strings.Contains(string(b), "INGOT_FIRSTBOOT=mf_job_secret\n") || !strings.Contains(string(b), "INGOT_SERVER="+srv.URL) {
+		t.Fatalf("%s: %q, %v", p, b, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", p, fi.Mode().Perm())
 	}
 }
 
@@ -382,6 +417,8 @@ func TestAgentDiscoveryWithoutToken(t *testing.T) {
 func TestAgentDiscoverDoneRefused(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
+		case api.PathExchange:
+			json.NewEncoder(w).Encode(api.Exchange{Token: "a", MachineID: "m-3"})
 		case api.PathTask:
 			json.NewEncoder(w).Encode(api.Task{MachineID: "m-3", Mode: api.ModeDiscover})
 		case api.PathDone:

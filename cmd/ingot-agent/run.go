@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agent"
@@ -132,7 +133,13 @@ func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger)
 		},
 		ListDisks:  func() ([]blockdev.Disk, error) { return blockdev.List(o.root) },
 		OpenTarget: func(p string) (*imagewrite.Target, error) { return imagewrite.OpenTarget(p, sysRoot) },
-		Image:      &http.Client{Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: 60 * time.Second}},
+		InstallFile: func(disk, path string, data []byte, mode os.FileMode) error {
+			if o.installRoot != "" {
+				return installUnder(o.installRoot, path, data, mode)
+			}
+			return pid1.InstallFile(disk, "/run/ingot/install", path, data, mode)
+		},
+		Image: &http.Client{Transport: &http.Transport{Proxy: nil, ResponseHeaderTimeout: 60 * time.Second}},
 	}
 }
 
@@ -171,10 +178,23 @@ func kexec(cfg agent.Config, out agent.Outcome, log *slog.Logger) error {
 	if !containsWord(cmdline, "root=") {
 		cmdline = "root=" + k.Root + " ro " + cmdline
 	}
-	// For the installed OS's `ingot-agent firstboot` report.
-	cmdline += fmt.Sprintf(" ingot.server=%s ingot.token=%s ingot.machine=%s", cfg.Server, cfg.Token, cfg.Machine)
+	// For the installed OS's first-boot report: the job's first-boot secret
+	// (never the agent's own credential, which works only from the agent).
+	cmdline += fmt.Sprintf(" ingot.server=%s ingot.machine=%s", cfg.Server, out.Task.MachineID)
+	if out.Task.FirstBootSecret != "" {
+		cmdline += " ingot.firstboot=" + out.Task.FirstBootSecret
+	}
 	log.Info("kexec", "kernel", k.Kernel, "initrd", k.Initrd, "cmdline", cmdline)
 	return pid1.Kexec(k.Kernel, k.Initrd, cmdline)
+}
+
+// installUnder writes path below root (the --install-root case).
+func installUnder(root, path string, data []byte, mode os.FileMode) error {
+	p := filepath.Join(root, filepath.Clean("/"+path))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, mode)
 }
 
 func containsWord(s, prefix string) bool {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -31,6 +32,9 @@ Commands:
   set-recipe NODE RECIPE [--recipes DIR]
                       assign a recipe (DIR/RECIPE.yaml must exist)
   inspect ...         read a machine's inventory from its BMC
+  waive NODE CHECK --reason TEXT
+                      let one machine past one failed check (through the API)
+  unwaive NODE CHECK  withdraw it
 
 NODE is a machine's name or ID. Every command takes --db PATH (INGOT_DB) and
 -o table|json.
@@ -55,6 +59,8 @@ func runMachine(ctx context.Context, e *env, args []string) error {
 		"rm":         runMachineRm,
 		"set-recipe": runMachineSetRecipe,
 		"inspect":    runMachineInspect,
+		"waive":      runMachineWaive,
+		"unwaive":    runMachineUnwaive,
 	}[args[0]]
 	if sub == nil {
 		fmt.Fprintf(e.stderr, "ingot machine: unknown command %q\n\n%s", args[0], machineUsage)
@@ -303,8 +309,12 @@ func checkRecipeFile(dir, name string) error {
 		return fmt.Errorf("recipe %q: expected a recipe name, not a path", name)
 	}
 	path := filepath.Join(dir, name+".yaml")
-	if _, err := os.Stat(path); err != nil {
+	data, err := os.ReadFile(path)
+	if err != nil {
 		return fmt.Errorf("recipe %q: expected %s to exist (set --recipes DIR): %w", name, path, err)
+	}
+	if r, _ := recipe.Parse(path, data); r.IsTemplate() {
+		return fmt.Errorf("recipe %q: %s is a template (template: true): it is only extended, never assigned to a machine", name, path)
 	}
 	return nil
 }

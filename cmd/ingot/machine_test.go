@@ -38,6 +38,9 @@ func newMachineCLI(t *testing.T) *machineCLI {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(recipes, "base-gpu.yaml"), []byte("name: base-gpu\ntemplate: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return &machineCLI{t: t, db: filepath.Join(dir, "ingot.db"), recipes: recipes}
 }
 
@@ -236,6 +239,7 @@ func TestMachineCLIErrors(t *testing.T) {
 		"unknown node":       {[]string{"machine", "show", "gpu-99"}, "reading machine gpu-99: not found"},
 		"set-recipe absent":  {[]string{"machine", "set-recipe", "gpu-01", "nope", "--recipes", c.recipes}, `recipe "nope": expected`},
 		"recipe as path":     {[]string{"machine", "set-recipe", "gpu-01", "../x", "--recipes", c.recipes}, `recipe "../x": expected a recipe name, not a path`},
+		"template assigned":  {[]string{"machine", "set-recipe", "gpu-01", "base-gpu", "--recipes", c.recipes}, `is a template (template: true)`},
 		"no inventory":       {[]string{"inventory", "show", "gpu-01"}, "machine gpu-01 has no inventory yet"},
 		"diff needs two":     {[]string{"inventory", "show", "gpu-01", "--diff"}, "has 0 snapshot(s); expected two to compare"},
 		"diff bad seq":       {[]string{"inventory", "show", "gpu-01", "--diff", "1", "x"}, `B "x": expected a snapshot sequence number`},

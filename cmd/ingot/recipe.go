@@ -21,6 +21,10 @@ Commands:
                       semantic diff of two files, folders or git revisions
   show [--recipes-dir DIR] NAME
                       print a recipe with its base merged in, as JSON
+  pin [--store DIR] [--images DIR] RECIPE
+                      fill all-zero or absent sha256 pins from the content store, then lint
+  checks [-o table|json]
+                      list the acceptance checks recipes may name, their stage, unit and args
   schema              print the JSON Schema of a recipe file
 `
 
@@ -42,6 +46,10 @@ func runRecipe(ctx context.Context, e *env, args []string) error {
 		return runRecipeShow(ctx, e, args[1:])
 	case "schema":
 		return runRecipeSchema(ctx, e, args[1:])
+	case "pin":
+		return runRecipePin(ctx, e, args[1:])
+	case "checks":
+		return runRecipeChecks(ctx, e, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "ingot recipe: unknown command %q\n\n%s", args[0], recipeUsage)
 	return errUsage

@@ -25,13 +25,16 @@ const (
 // Config is the agent's configuration: kernel command line keys ingot.*,
 // which cmd/ingot-agent's flags can override.
 type Config struct {
-	Server  string  // ingot.server=http://IP:PORT (required)
-	Token   string  // ingot.token=TOKEN (required): the machine's one-time bearer token
-	Machine string  // ingot.machine=ID: echoed in logs; the server knows it from the token
-	OnError OnError // ingot.onerror=wait|poweroff|reboot; default wait
-	Iface   string  // ingot.iface=NAME: DHCP on this interface only
-	Disk    string  // ingot.disk=/dev/X: write here, overriding the recipe's selector
-	Debug   bool    // ingot.debug (or ingot.debug=1): verbose logs
+	Server  string // ingot.server=http://IP:PORT (required)
+	Token   string // ingot.token=TOKEN (required): the machine's one-time bearer token
+	Machine string // ingot.machine=ID: echoed in logs; the server knows it from the token
+	// FirstBoot is ingot.firstboot=SECRET, the job's first-boot secret the
+	// agent passes to a kexec'd installed kernel (read by `ingot-agent firstboot`).
+	FirstBoot string
+	OnError   OnError // ingot.onerror=wait|poweroff|reboot; default wait
+	Iface     string  // ingot.iface=NAME: DHCP on this interface only
+	Disk      string  // ingot.disk=/dev/X: write here, overriding the recipe's selector
+	Debug     bool    // ingot.debug (or ingot.debug=1): verbose logs
 	// Mode is ingot.mode: "discovery" when ingot's HTTP boot handed an
 	// unknown machine the discovery agent, with no token; the agent then
 	// posts its inventory identified by MAC (ingot.mac) and powers off.
@@ -62,6 +65,8 @@ func ParseCmdline(s string) (Config, error) {
 			cfg.Token = v
 		case "machine":
 			cfg.Machine = v
+		case "firstboot":
+			cfg.FirstBoot = v
 		case "iface":
 			cfg.Iface = v
 		case "disk":

@@ -126,7 +126,20 @@ type Task struct {
 	// it into the installed system (FirstBootEnv) and the installed OS's
 	// first-boot report presents it. A report without it is refused.
 	FirstBootSecret string `json:"first_boot_secret,omitempty"`
+	// BurnIn is the recipe's burn-in block: the agent writes it, with the
+	// burn-in checks, into the installed system (BurnInPlanPath), whose
+	// first-boot service runs them with the node's real driver stack.
+	BurnIn *recipe.BurnIn `json:"burn_in,omitempty"`
 }
+
+// BurnInPlanPath is where the agent writes the burn-in plan (burnin.Plan,
+// JSON) in the installed system, and AgentInstallPath where it installs
+// itself there so the first-boot service can run the burn-in and report:
+// `AgentInstallPath firstboot`.
+const (
+	BurnInPlanPath   = "/etc/ingot/burn-in.json"
+	AgentInstallPath = "/usr/local/lib/ingot/ingot-agent"
+)
 
 // FirstBootEnv is where the agent writes, in the installed system, the
 // first-boot report's settings: INGOT_SERVER=, INGOT_MACHINE= and
@@ -172,7 +185,10 @@ type CheckResult struct {
 	// initramfs); OK is then false and the engine decides.
 	Skipped bool    `json:"skipped,omitempty"`
 	Detail  string  `json:"detail,omitempty"` // for people: what was expected and found
-	Value   float64 `json:"value"`            // the measured number (count, MiB, Mbps, ...)
+	Value   float64 `json:"value"`            // the measured number, in the check's unit (recipe.CheckSpec)
+	// Metrics are the other numbers measured on the way, kept with the job:
+	// max_gpu_temp_c, max_gpu_power_w, xid_errors, ...
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // Log is a batch of the agent's console lines.
@@ -192,8 +208,14 @@ type Done struct {
 	Handoff     Handoff `json:"handoff,omitempty"`
 }
 
-// FirstBoot is what the installed OS posts to PathFirstboot.
-type FirstBoot = machine.Software
+// FirstBoot is what the installed OS posts to PathFirstboot: what it runs,
+// and the burn-in checks it ran with the node's real driver stack (each
+// recipe check of stage burn-in; one missing or skipped fails the job
+// unless the recipe marks it optional).
+type FirstBoot struct {
+	machine.Software
+	BurnIn []CheckResult `json:"burn_in,omitempty"`
+}
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 

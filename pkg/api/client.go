@@ -115,9 +115,10 @@ func (c *AgentClient) Done(ctx context.Context, d Done) error {
 	return c.post(ctx, PathDone, d)
 }
 
-// FirstBoot posts what the installed OS runs (used by the first-boot unit).
-func (c *AgentClient) FirstBoot(ctx context.Context, s machine.Software) error {
-	return c.post(ctx, PathFirstboot, s)
+// FirstBoot posts what the installed OS runs and its burn-in results (used
+// by the first-boot unit).
+func (c *AgentClient) FirstBoot(ctx context.Context, fb FirstBoot) error {
+	return c.post(ctx, PathFirstboot, fb)
 }
 
 func (c *AgentClient) post(ctx context.Context, path string, body any) error {

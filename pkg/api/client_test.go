@@ -21,7 +21,7 @@ func validTask() Task {
 		MachineID: "m1", Recipe: "lab-qemu", Mode: ModeProvision,
 		Image:   Image{URL: "http://10.77.0.1:8080/images/lab.raw.zst", SHA256: strings.Repeat("ab", 32), Format: FormatRawZstd, Size: 123},
 		Disk:    recipe.DiskSpec{Boot: true, MinSize: 1 << 30},
-		Checks:  []recipe.Check{{Name: "gpu-count", Min: 8}},
+		Checks:  []recipe.Check{{Name: "gpu-count", Min: recipe.Number(8)}},
 		Handoff: HandoffReboot,
 	}
 }

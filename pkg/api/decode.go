@@ -112,13 +112,21 @@ func DecodeDone(r io.Reader) (Done, error) {
 }
 
 // DecodeFirstBoot reads a posted first-boot report (server side).
-func DecodeFirstBoot(r io.Reader) (machine.Software, error) {
-	var s machine.Software
+func DecodeFirstBoot(r io.Reader) (FirstBoot, error) {
+	var s FirstBoot
 	if err := decode(r, MaxSmallBytes, "firstboot", &s); err != nil {
-		return machine.Software{}, err
+		return FirstBoot{}, err
 	}
 	if s.Kernel == "" {
-		return machine.Software{}, fmt.Errorf("firstboot: kernel is empty")
+		return FirstBoot{}, fmt.Errorf("firstboot: kernel is empty")
+	}
+	for i, c := range s.BurnIn {
+		if c.Name == "" {
+			return FirstBoot{}, fmt.Errorf("firstboot: burn_in[%d]: name is empty", i)
+		}
+		if c.OK && c.Skipped {
+			return FirstBoot{}, fmt.Errorf("firstboot: burn_in[%d] %s: both ok and skipped", i, c.Name)
+		}
 	}
 	return s, nil
 }

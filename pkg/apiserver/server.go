@@ -127,6 +127,8 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/v1/machines/{id}", operator, s.deleteMachine},
 		{"GET", "/api/v1/machines/{id}/inventory", operator, s.getInventory},
 		{"GET", "/api/v1/machines/{id}/events", operator, s.getEvents},
+		{"POST", "/api/v1/machines/{id}/waivers", operator, s.postWaiver},
+		{"DELETE", "/api/v1/machines/{id}/waivers/{check}", operator, s.deleteWaiver},
 		{"GET", "/api/v1/recipes", operator, s.listRecipes},
 		{"GET", "/api/v1/recipes/{name}", operator, s.getRecipe},
 		{"GET", "/api/v1/jobs", operator, s.listJobs},
@@ -329,6 +331,34 @@ func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, _ principal) 
 	return nil
 }
 
+// WaiverRequest is the body of POST /api/v1/machines/{id}/waivers.
+type WaiverRequest struct {
+	Check  string `json:"check"`
+	Reason string `json:"reason"`
+}
+
+func (s *Server) postWaiver(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req WaiverRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	m, err := s.engine.Waive(r.Context(), r.PathValue("id"), req.Check, "operator:"+p.name, req.Reason)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, m)
+	return nil
+}
+
+func (s *Server) deleteWaiver(w http.ResponseWriter, r *http.Request, p principal) error {
+	m, err := s.engine.Unwaive(r.Context(), r.PathValue("id"), r.PathValue("check"), "operator:"+p.name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, 200, m)
+	return nil
+}
+
 func (s *Server) listRecipes(w http.ResponseWriter, _ *http.Request, _ principal) error {
 	names := s.recipeNames()
 	if names == nil {
@@ -480,7 +510,7 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 				out.Disk = d
 			}
 		}
-		out.Checks, out.Expected = rc.Acceptance.Checks, rc.Hardware
+		out.Checks, out.Expected, out.BurnIn = rc.Acceptance.Checks, rc.Hardware, rc.Acceptance.BurnIn
 		out.Handoff, out.Cmdline = api.Handoff(rc.OS.Handoff), rc.OS.Cmdline
 	}
 	writeJSON(w, 200, out)
@@ -537,17 +567,22 @@ func (s *Server) agentChecks(w http.ResponseWriter, r *http.Request, p principal
 	if err := decode(r, &in); err != nil {
 		return err
 	}
-	res := make([]engine.CheckResult, len(in))
-	for i, c := range in {
-		// A skipped check is shown as skipped and is never OK: the engine
-		// decides whether the recipe required it.
-		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK && !c.Skipped, Skipped: c.Skipped, Detail: c.Detail, Value: c.Value}
-	}
-	if err := s.engine.OnChecks(r.Context(), p.machineID, res); err != nil {
+	if err := s.engine.OnChecks(r.Context(), p.machineID, checkResults(in)); err != nil {
 		return errorf(http.StatusConflict, "%v", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// checkResults carries the agent's results to the engine. A skipped check
+// is shown as skipped and is never OK: the engine decides whether the
+// recipe required it.
+func checkResults(in []api.CheckResult) []engine.CheckResult {
+	res := make([]engine.CheckResult, len(in))
+	for i, c := range in {
+		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK && !c.Skipped, Skipped: c.Skipped, Detail: c.Detail, Value: c.Value, Metrics: c.Metrics}
+	}
+	return res
 }
 
 func (s *Server) agentLog(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -579,11 +614,11 @@ func (s *Server) agentDone(w http.ResponseWriter, r *http.Request, p principal) 
 // during the image step, from an address tied to the machine: a report
 // without it is refused (401), from elsewhere refused and recorded (403).
 func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, p principal) error {
-	var sw machine.Software
-	if err := decode(r, &sw); err != nil {
+	var fb api.FirstBoot
+	if err := decode(r, &fb); err != nil {
 		return err
 	}
-	if err := s.engine.OnFirstBoot(r.Context(), p.machineID, sw); err != nil {
+	if err := s.engine.OnFirstBoot(r.Context(), p.machineID, engine.FirstBoot{Software: fb.Software, BurnIn: checkResults(fb.BurnIn)}); err != nil {
 		return errorf(http.StatusConflict, "%v", err)
 	}
 	w.WriteHeader(http.StatusNoContent)

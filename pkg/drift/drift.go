@@ -1,8 +1,10 @@
 // Package drift compares a machine's normalized inventory with what its
 // recipe says it must be, and lists each difference as a Finding with a
 // severity: a missing GPU or a PCIe link trained at x8 instead of x16 is
-// critical, firmware not at the pinned version a warning, a fact the
-// inventory could not show is info.
+// critical, and so is firmware not at the pinned version unless the
+// recipe's firmware.policy says warn for that component; a fact the
+// inventory could not show is info. Critical findings keep a machine from
+// ready.
 //
 // Check is a pure function: inventory and recipe in, findings out.
 package drift
@@ -321,20 +323,26 @@ func (fs *findings) psus(psus []machine.PSU, s recipe.PSUSpec) {
 	}
 }
 
-// firmwareOf finds a component's versions: the named inventory fields first,
-// then firmware entries whose component contains key.
-func (fs *findings) pin(component, want string, have []string) {
+// pin compares a component's reported versions with its pin. component
+// is the firmware.policy key (bios, bmc, gpu, nic, other.NAME) and label
+// how findings name it. A mismatch is critical unless the policy says warn.
+func (fs *findings) pin(f recipe.Firmware, component, label, want string, have []string) {
 	if want == "" {
 		return
 	}
-	part := "firmware " + component
+	part := "firmware " + label
 	if len(have) == 0 {
-		fs.add(Info, part, "version not reported", want, "unknown")
+		fs.add(Info, part, label+" firmware version not reported", want, "unknown")
 		return
+	}
+	action := f.Action(component)
+	sev := Critical
+	if action == recipe.FirmwareWarn {
+		sev = Warning
 	}
 	for _, h := range dedupe(have) {
 		if strings.TrimSpace(h) != want {
-			fs.add(Warning, part, "firmware not at the pinned version", want, h)
+			fs.add(sev, part, fmt.Sprintf("%s firmware not at the pinned version (policy %s)", label, action), want, h)
 		}
 	}
 }
@@ -366,12 +374,12 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 	if inv.System.BIOSVersion != "" {
 		bios = []string{inv.System.BIOSVersion}
 	}
-	fs.pin("BIOS", f.BIOS, bios)
+	fs.pin(f, "bios", "BIOS", f.BIOS, bios)
 	bmcv := firmwareEntries(inv, "BMC")
 	if inv.System.BMCVersion != "" {
 		bmcv = []string{inv.System.BMCVersion}
 	}
-	fs.pin("BMC", f.BMC, bmcv)
+	fs.pin(f, "bmc", "BMC", f.BMC, bmcv)
 	var gpu []string
 	for _, g := range inv.GPUs {
 		if g.Firmware != "" {
@@ -381,7 +389,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 	if len(gpu) == 0 {
 		gpu = firmwareEntries(inv, "GPU")
 	}
-	fs.pin("GPU", f.GPU, gpu)
+	fs.pin(f, "gpu", "GPU", f.GPU, gpu)
 	var nic []string
 	for _, n := range inv.NICs {
 		if n.Firmware != "" {
@@ -391,7 +399,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 	if len(nic) == 0 {
 		nic = firmwareEntries(inv, "NIC")
 	}
-	fs.pin("NIC", f.NIC, nic)
+	fs.pin(f, "nic", "NIC", f.NIC, nic)
 	names := make([]string, 0, len(f.Other))
 	for k := range f.Other {
 		names = append(names, k)
@@ -404,7 +412,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 				have = append(have, e.Version)
 			}
 		}
-		fs.pin(k, f.Other[k], have)
+		fs.pin(f, "other."+k, k, f.Other[k], have)
 	}
 }
 

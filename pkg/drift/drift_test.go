@@ -155,25 +155,48 @@ func TestCheck(t *testing.T) {
 			mutate: func(_ *machine.Inventory, r *recipe.Recipe) { r.Power.DeratingPct = 30 },
 			want:   []Finding{{Critical, "power", "power capacity 6300 W (after N+1 reserve and 30% derating) is below the expected load", ">= 7000 W", "6300 W"}},
 		},
-		"firmware drift": {
+		"firmware drift blocks by default": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
 				i.System.BIOSVersion = "2.3"
 				i.GPUs[5].Firmware = "96.00.61.00.01"
 				i.NICs[1].Firmware = ""
 			},
-			want: []Finding{{Warning, "firmware BIOS", "firmware not at the pinned version", "2.4b", "2.3"},
-				{Warning, "firmware GPU", "firmware not at the pinned version", "96.00.74.00.01", "96.00.61.00.01"}},
+			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3"},
+				{Critical, "firmware GPU", "GPU firmware not at the pinned version (policy block)", "96.00.74.00.01", "96.00.61.00.01"}},
+		},
+		"firmware policy warn": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.Policy = map[string]recipe.FirmwareAction{"gpu": recipe.FirmwareWarn, "bmc": recipe.FirmwareWarn, "bios": recipe.FirmwareBlock}
+				i.System.BIOSVersion = "2.3"
+				i.System.BMCVersion = "1.8"
+				i.GPUs[5].Firmware = "96.00.61.00.01"
+				i.NICs[0].Firmware = "28.38.1000"
+			},
+			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3"},
+				{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "28.38.1000"},
+				{Warning, "firmware BMC", "BMC firmware not at the pinned version (policy warn)", "1.9", "1.8"},
+				{Warning, "firmware GPU", "GPU firmware not at the pinned version (policy warn)", "96.00.74.00.01", "96.00.61.00.01"}},
 		},
 		"BMC version unknown": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
-			want:   []Finding{{Info, "firmware BMC", "version not reported", "1.9", "unknown"}},
+			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown"}},
 		},
 		"other firmware from the firmware inventory": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
-				r.Firmware.Other = map[string]string{"CPLD": "1.2"}
-				i.Firmware = []machine.Firmware{{Component: "CPLD", Version: "1.1"}}
+				r.Firmware.Other = map[string]string{"CPLD": "1.2", "hgx-baseboard": "1.5.0"}
+				i.Firmware = []machine.Firmware{{Component: "CPLD", Version: "1.1"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
 			},
-			want: []Finding{{Warning, "firmware CPLD", "firmware not at the pinned version", "1.2", "1.1"}},
+			want: []Finding{{Critical, "firmware CPLD", "CPLD firmware not at the pinned version (policy block)", "1.2", "1.1"},
+				{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0"}},
+		},
+		"other firmware policy warn": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.Other = map[string]string{"cpld": "1.0.4", "hgx-baseboard": "1.5.0"}
+				r.Firmware.Policy = map[string]recipe.FirmwareAction{"other.cpld": recipe.FirmwareWarn}
+				i.Firmware = []machine.Firmware{{Component: "cpld", Version: "1.0.3"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
+			},
+			want: []Finding{{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0"},
+				{Warning, "firmware cpld", "cpld firmware not at the pinned version (policy warn)", "1.0.4", "1.0.3"}},
 		},
 		"problems become info": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
@@ -220,5 +243,24 @@ func TestSummaryAndWorst(t *testing.T) {
 	}
 	if Worst(fs) != Critical || Worst(nil) != "" {
 		t.Errorf("Worst = %q", Worst(fs))
+	}
+}
+
+// TestFirmwareBlocksReady: with the default policy a firmware mismatch is
+// the worst finding, as the engine reads it to keep a machine from ready;
+// with policy warn it is not.
+func TestFirmwareBlocksReady(t *testing.T) {
+	inv, r := base(), rec()
+	inv.System.BIOSVersion = "2.3"
+	if w := Worst(Check(inv, r)); w != Critical {
+		t.Errorf("default policy: worst %q, want critical", w)
+	}
+	r.Firmware.Policy = map[string]recipe.FirmwareAction{"bios": recipe.FirmwareWarn}
+	fs := Check(inv, r)
+	if w := Worst(fs); w != Warning {
+		t.Errorf("policy warn: worst %q, want warning", w)
+	}
+	if got := fs[0].String(); got != "warning firmware BIOS: BIOS firmware not at the pinned version (policy warn) (expected 2.4b, found 2.3)" {
+		t.Errorf("finding reads %q", got)
 	}
 }

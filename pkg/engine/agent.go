@@ -116,31 +116,50 @@ func (e *Engine) OnLog(ctx context.Context, machineID string, lines []string) er
 	return err
 }
 
-// OnChecks records acceptance check results; any failure fails the job.
+// ErrNotAccepted is returned by OnChecks and OnFirstBoot after they failed
+// the job on the results: the reporter learns the verdict (409).
+var ErrNotAccepted = errors.New("not accepted")
+
+// OnChecks records the agent's acceptance check results and judges them
+// against the recipe's agent-stage checks (see judge): a required check that
+// failed, was skipped or has no result fails the job, unless the machine
+// holds a waiver for a failed one.
 func (e *Engine) OnChecks(ctx context.Context, machineID string, results []CheckResult) error {
 	j, err := e.activeJob(ctx, machineID)
 	if err != nil {
 		return fmt.Errorf("checks from %s: no running job", machineID)
 	}
-	var failed []string
-	for _, c := range results {
-		if !c.OK {
-			failed = append(failed, c.Name+": "+c.Detail)
-		}
-	}
 	from := j.Step
 	if from != StepImage && from != StepChecks {
 		return fmt.Errorf("checks from %s at step %s", machineID, from)
 	}
-	if _, err := e.advance(ctx, j.ID, from, StepChecks, 0, func(st *ReimageStatus) { st.Checks = results }); err != nil {
+	sp, _ := decodeSpec(j)
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
 		return err
 	}
-	if len(failed) > 0 {
-		e.fail(ctx, j.ID, StepChecks, "acceptance checks failed: "+strings.Join(failed, "; "))
-		return nil
+	m, err := e.store.GetMachine(ctx, machineID)
+	if err != nil {
+		return err
 	}
-	e.event(ctx, machineID, "checks", fmt.Sprintf("%d acceptance checks passed", len(results)), map[string]string{"job": j.ID})
+	v := judge(r.Acceptance.Checks, recipe.StageAgent, results, m)
+	if _, err := e.advance(ctx, j.ID, from, StepChecks, 0, func(st *ReimageStatus) { st.Checks = v.Results }); err != nil {
+		return err
+	}
+	e.recordWaivers(ctx, machineID, j.ID, v)
+	if len(v.Failed) > 0 {
+		reason := "acceptance checks failed: " + strings.Join(v.Failed, "; ")
+		e.fail(ctx, j.ID, StepChecks, reason)
+		return fmt.Errorf("%w: %s", ErrNotAccepted, reason)
+	}
+	e.event(ctx, machineID, "checks", fmt.Sprintf("%d acceptance checks reported, every required one passed", len(v.Results)), map[string]string{"job": j.ID})
 	return nil
+}
+
+func (e *Engine) recordWaivers(ctx context.Context, machineID, jobID string, v Verdict) {
+	for _, w := range v.Waived {
+		e.event(ctx, machineID, "check.waived", "failed check let past by a waiver: "+w, map[string]string{"job": jobID})
+	}
 }
 
 // OnDone is the agent's last word: ok at the end of its work (the image is
@@ -169,8 +188,8 @@ func (e *Engine) OnDone(ctx context.Context, machineID, step string, ok bool, re
 	if err != nil {
 		return err
 	}
-	if len(r.Acceptance.Checks) > 0 && j.Step != StepChecks {
-		e.fail(ctx, j.ID, StepChecks, fmt.Sprintf("the agent reported done without the recipe's %d acceptance checks", len(r.Acceptance.Checks)))
+	if n := countStage(r.Acceptance.Checks, recipe.StageAgent); n > 0 && j.Step != StepChecks {
+		e.fail(ctx, j.ID, StepChecks, fmt.Sprintf("the agent reported done without the recipe's %d acceptance checks", n))
 		return nil
 	}
 	if _, err := e.advance(ctx, j.ID, j.Step, StepHandoff, e.timeouts(r).Power.D(), nil); err != nil {
@@ -183,9 +202,18 @@ func (e *Engine) OnDone(ctx context.Context, machineID, step string, ok bool, re
 	return nil
 }
 
+// FirstBoot is the installed OS's report: what it runs, and the burn-in
+// checks it ran with the real driver stack.
+type FirstBoot struct {
+	Software machine.Software
+	BurnIn   []CheckResult
+}
+
 // OnFirstBoot is the installed OS's report. The engine checks the driver
-// pins and that the BIOS attributes stuck, then marks the machine ready.
-func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, sw machine.Software) error {
+// pins, judges the burn-in checks, checks that the BIOS attributes stuck,
+// then marks the machine ready.
+func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot) error {
+	sw := fb.Software
 	j, err := e.activeJob(ctx, machineID)
 	if err != nil {
 		return fmt.Errorf("first boot from %s: no running job", machineID)
@@ -198,19 +226,43 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, sw machine.S
 	if err != nil {
 		return err
 	}
-	if _, err := e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) { st.Software = &sw }); err != nil {
+	m, err := e.store.GetMachine(ctx, machineID)
+	if err != nil {
 		return err
 	}
-	e.event(ctx, machineID, "firstboot", fmt.Sprintf("installed OS up: kernel %s", sw.Kernel), map[string]string{"job": j.ID})
+	v := judge(r.Acceptance.Checks, recipe.StageBurnIn, fb.BurnIn, m)
+	if _, err := e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) {
+		st.Software = &sw
+		st.BurnIn = v.Results
+	}); err != nil {
+		return err
+	}
+	e.event(ctx, machineID, "firstboot", fmt.Sprintf("installed OS up: kernel %s; %d burn-in results", sw.Kernel, len(fb.BurnIn)), map[string]string{"job": j.ID})
 	if bad := driverMismatches(r.Drivers, sw.Drivers); len(bad) > 0 {
 		e.fail(ctx, j.ID, StepVerify, "driver versions differ from the recipe's pins: "+strings.Join(bad, "; "))
 		return nil
+	}
+	e.recordWaivers(ctx, machineID, j.ID, v)
+	if len(v.Failed) > 0 {
+		reason := "burn-in failed: " + strings.Join(v.Failed, "; ")
+		e.fail(ctx, j.ID, StepVerify, reason)
+		return fmt.Errorf("%w: %s", ErrNotAccepted, reason)
 	}
 	if err := e.verifyBIOS(ctx, machineID, r); err != nil {
 		e.fail(ctx, j.ID, StepVerify, err.Error())
 		return nil
 	}
 	return e.finish(ctx, j.ID, machineID)
+}
+
+func countStage(cs []recipe.Check, st recipe.Stage) int {
+	n := 0
+	for _, c := range cs {
+		if stageOf(c.Name) == st {
+			n++
+		}
+	}
+	return n
 }
 
 func driverMismatches(want, got map[string]string) []string {

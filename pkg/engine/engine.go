@@ -160,6 +160,7 @@ type ReimageStatus struct {
 	RateBps  float64           `json:"rate_bps,omitempty"`
 	Findings []Finding         `json:"findings,omitempty"`
 	Checks   []CheckResult     `json:"checks,omitempty"`
+	BurnIn   []CheckResult     `json:"burn_in,omitempty"` // reported by the installed OS
 	Software *machine.Software `json:"software,omitempty"`
 	Log      []string          `json:"log,omitempty"` // last agent log lines (evidence)
 	Restore  time.Duration     `json:"restore,omitempty"`
@@ -181,6 +182,8 @@ type CheckResult struct {
 	Waived  bool    `json:"waived,omitempty"`
 	Detail  string  `json:"detail,omitempty"`
 	Value   float64 `json:"value,omitempty"`
+	// Metrics are the other numbers measured (max_gpu_temp_c, ...).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 func decodeStatus(j *store.Job) (ReimageStatus, error) {

@@ -202,7 +202,7 @@ func TestReimageHappyPath(t *testing.T) {
 	}
 	h.waitStep(j.ID, engine.StepFirstBoot)
 	h.advance(20 * time.Second)
-	if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{Kernel: "6.1.0", Drivers: map[string]string{"nvidia": "535.309.01"}}); err != nil {
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1.0", Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
 		t.Fatal(err)
 	}
 	j = h.waitStep(j.ID, string(store.JobSucceeded))
@@ -271,7 +271,7 @@ func TestReimageFailures(t *testing.T) {
 			h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
 			h.e.OnDone(ctx, id, "handoff", true, "")
 			time.Sleep(50 * time.Millisecond)
-			h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "550.1"}})
+			h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "550.1"}}})
 		}, reason: "verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found 550.1"},
 		{name: "BIOS did not stick", setup: func(f *fakeBMC) { f.notStuck = []string{"SriovGlobalEnable"} }, run: func(h *harness, id string) {
 			h.e.OnTask(ctx, id)
@@ -279,7 +279,7 @@ func TestReimageFailures(t *testing.T) {
 			h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
 			h.e.OnDone(ctx, id, "handoff", true, "")
 			time.Sleep(50 * time.Millisecond)
-			h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}})
+			h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
 		}, reason: "verify: BIOS attributes did not stick: SriovGlobalEnable"},
 		{name: "step timeout", run: func(h *harness, id string) {
 			// POST timeout 1m, 2 attempts: move the clock past each deadline
@@ -316,7 +316,7 @@ func TestReimageFailures(t *testing.T) {
 				t.Errorf("state %s, want failed", got)
 			}
 			// A failed job never turns ready later: a late first-boot report is refused.
-			if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{}); err == nil {
+			if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{}}); err == nil {
 				t.Error("late first boot accepted after failure")
 			}
 		})
@@ -361,7 +361,7 @@ func TestResumeAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitStep(j.ID, engine.StepFirstBoot)
-	if err := h.e.OnFirstBoot(ctx, m.ID, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}); err != nil {
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitStep(j.ID, string(store.JobSucceeded))
@@ -392,7 +392,7 @@ func (h *harness) simAgents(ctx context.Context) {
 				h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
 				h.e.OnDone(ctx, id, "handoff", true, "")
 			case engine.StepFirstBoot:
-				h.e.OnFirstBoot(ctx, id, machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}})
+				h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
 			}
 		}
 		time.Sleep(2 * time.Millisecond)

@@ -66,8 +66,13 @@ func (e *Engine) setState(ctx context.Context, id string, to machine.State, reas
 // event records something that happened to a machine that is not a state
 // change (a step started, a finding, progress milestones).
 func (e *Engine) event(ctx context.Context, id, kind, msg string, fields map[string]string) {
+	e.eventBy(ctx, id, "engine", kind, msg, fields)
+}
+
+// eventBy records an event with its actor (an operator for waivers).
+func (e *Engine) eventBy(ctx context.Context, id, actor, kind, msg string, fields map[string]string) {
 	if _, err := e.store.AppendEvent(ctx, machine.Event{
-		Machine: id, Time: e.now(), Actor: "engine", Kind: kind, Message: msg, Fields: fields,
+		Machine: id, Time: e.now(), Actor: actor, Kind: kind, Message: msg, Fields: fields,
 	}); err != nil {
 		e.log.Error("recording event", "machine", id, "kind", kind, "err", err)
 	}

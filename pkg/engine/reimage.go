@@ -46,6 +46,11 @@ func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) 
 			p.Problems = append(p.Problems, fmt.Sprintf("recipe %s: %v", m.Recipe, err))
 		}
 	}
+	if r != nil && r.IsTemplate() {
+		p.Problems = append(p.Problems, fmt.Sprintf("recipe %s is a template (template: true): it is only extended, never assigned; "+
+			"assign a recipe that extends it with its pins filled ('ingot recipe pin')", r.Name))
+		r = nil
+	}
 	if r != nil {
 		p.Steps = planSteps(r)
 		p.Problems = append(p.Problems, e.missingArtifacts(r)...)

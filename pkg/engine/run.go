@@ -123,7 +123,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	case StepHandoff:
 		err = e.bmcHandoff(bctx, m)
 		if err == nil {
-			_, err = e.advance(ctx, jobID, StepHandoff, StepFirstBoot, to.Verify.D(), nil)
+			_, err = e.advance(ctx, jobID, StepHandoff, StepFirstBoot, firstBootDeadline(r, to), nil)
 		}
 	default:
 		return
@@ -169,6 +169,22 @@ func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine) error {
 	}
 	e.event(ctx, m.ID, "bmc.handoff", "boot from disk set, power cycled into the installed OS", nil)
 	return nil
+}
+
+// firstBootDeadline bounds the wait for the installed OS's report: the
+// verify timeout, plus the burn-in's own deadline (burn_in.timeout, not
+// the provision deadline) when the recipe has burn-in checks, which the
+// installed OS runs before it reports.
+func firstBootDeadline(r *recipe.Recipe, to recipe.Timeouts) time.Duration {
+	d := to.Verify.D()
+	if countStage(r.Acceptance.Checks, recipe.StageBurnIn) > 0 {
+		b := recipe.BurnIn{}
+		if r.Acceptance.BurnIn != nil {
+			b = *r.Acceptance.BurnIn
+		}
+		d += b.Deadline().D()
+	}
+	return d
 }
 
 func biosAttrs(r *recipe.Recipe) map[string]any {

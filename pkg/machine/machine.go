@@ -56,20 +56,41 @@ type BMC struct {
 
 // Machine is one enrolled (or discovered) server.
 type Machine struct {
-	ID         string    `json:"id"`   // stable, generated at enrollment
-	Name       string    `json:"name"` // operator-facing hostname, unique
-	MACs       []string  `json:"macs,omitempty"`
-	Serial     string    `json:"serial,omitempty"`
-	SystemUUID string    `json:"system_uuid,omitempty"`
-	Arch       string    `json:"arch,omitempty"` // as classified from DHCP option 93, when discovered
-	BMC        BMC       `json:"bmc,omitempty"`
-	Recipe     string    `json:"recipe,omitempty"`
-	State      State     `json:"state"`
-	Rack       string    `json:"rack,omitempty"`
-	Location   string    `json:"location,omitempty"` // free-form: row/rack/unit
-	IPv4       string    `json:"ipv4,omitempty"`     // reserved address, if any
-	Created    time.Time `json:"created"`
-	Updated    time.Time `json:"updated"`
+	ID         string   `json:"id"`   // stable, generated at enrollment
+	Name       string   `json:"name"` // operator-facing hostname, unique
+	MACs       []string `json:"macs,omitempty"`
+	Serial     string   `json:"serial,omitempty"`
+	SystemUUID string   `json:"system_uuid,omitempty"`
+	Arch       string   `json:"arch,omitempty"` // as classified from DHCP option 93, when discovered
+	BMC        BMC      `json:"bmc,omitempty"`
+	Recipe     string   `json:"recipe,omitempty"`
+	State      State    `json:"state"`
+	Rack       string   `json:"rack,omitempty"`
+	Location   string   `json:"location,omitempty"` // free-form: row/rack/unit
+	IPv4       string   `json:"ipv4,omitempty"`     // reserved address, if any
+	// Waivers let this machine past failed acceptance checks, one each.
+	Waivers []Waiver  `json:"waivers,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// Waiver lets one machine past one failed acceptance check, recorded with
+// who granted it and why. It holds until it is withdrawn.
+type Waiver struct {
+	Check  string    `json:"check"`
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+// Waiver returns the machine's waiver for check, if any.
+func (m *Machine) Waiver(check string) (Waiver, bool) {
+	for _, w := range m.Waivers {
+		if w.Check == check {
+			return w, true
+		}
+	}
+	return Waiver{}, false
 }
 
 // Validate checks the fields a store relies on and names the first bad one.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -23,6 +24,9 @@ var (
 	typeSpeed    = reflect.TypeFor[Speed]()
 	typeDuration = reflect.TypeFor[Duration]()
 	typeValue    = reflect.TypeFor[Value]()
+	typeQuantity = reflect.TypeFor[Quantity]()
+
+	typeFirmwareAction = reflect.TypeFor[FirmwareAction]()
 )
 
 // parseYAML reads one YAML document and returns its root node (nil when
@@ -128,6 +132,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decodeUnit(n, v, path)
 	case t == typeValue:
 		d.decodeValue(n, v, path)
+	case t == typeQuantity:
+		d.decodeQuantity(n, v, path)
 	case t.Kind() == reflect.Pointer:
 		if isNull {
 			return
@@ -179,8 +185,8 @@ func fieldsOf(t reflect.Type) []structField {
 		if name == "" {
 			name = f.Name
 		}
-		out = append(out, structField{key: name, index: i, required: !strings.Contains(opts, "omitempty"),
-			doc: f.Tag.Get("doc")})
+		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+		out = append(out, structField{key: name, index: i, required: !optional, doc: f.Tag.Get("doc")})
 	}
 	return out
 }
@@ -239,7 +245,9 @@ func (d *decoder) unknownField(k *yaml.Node, key string, fields []structField, p
 		names[i] = f.key
 	}
 	msg := fmt.Sprintf("unknown field %q in %s; expected one of: %s", key, where(path), strings.Join(names, ", "))
-	if s := suggest(key, names); s != "" {
+	if hint, ok := removedFields()[join(path, key)]; ok {
+		msg += "; " + hint
+	} else if s := suggest(key, names); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	d.errorf(d.posOf(k), join(path, key), "%s", msg)
@@ -378,6 +386,49 @@ func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, path string) {
 				v.Set(reflect.ValueOf(BoolValue(b)))
 				return
 			}
+		}
+	}
+	d.mismatch(n, v.Type(), path)
+}
+
+// removedFields explains fields recipes used to have.
+func removedFields() map[string]string {
+	return map[string]string{
+		"acceptance.burn_in.min_tflops": "min_tflops was removed: give the gpu-burn check a min with its unit instead, e.g. min: 50000Gflop/s (per GPU)",
+	}
+}
+
+// decodeQuantity reads a check threshold: an unquoted number is a plain
+// number, a string must carry a unit (400Gbps). Whether the unit suits
+// the check is lint's business (the check's name may come after min).
+func (d *decoder) decodeQuantity(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!int", "!!float":
+			var f float64
+			if n.Decode(&f) == nil {
+				if !(f >= 0 && f <= math.MaxFloat64) {
+					delete(d.positions, path)
+					d.errorf(d.posOf(n), path, "expected a finite number >= 0, found %s", n.Value)
+					return
+				}
+				v.Set(reflect.ValueOf(Number(f)))
+				return
+			}
+		case "!!str":
+			if _, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64); err == nil {
+				delete(d.positions, path)
+				d.errorf(d.posOf(n), path, "expected an unquoted number, or a number with a unit such as 400Gbps; found string %q", n.Value)
+				return
+			}
+			q, err := ParseQuantity(n.Value)
+			if err != nil {
+				delete(d.positions, path)
+				d.errorf(d.posOf(n), path, "%v", err)
+				return
+			}
+			v.Set(reflect.ValueOf(q))
+			return
 		}
 	}
 	d.mismatch(n, v.Type(), path)

@@ -88,7 +88,7 @@ type differ struct {
 func (d *differ) walk(path string, a, b reflect.Value) {
 	t := a.Type()
 	switch {
-	case t == typeSize || t == typeSpeed || t == typeDuration || t == typeValue:
+	case t == typeSize || t == typeSpeed || t == typeDuration || t == typeValue || t == typeQuantity:
 		d.leaf(path, a, b)
 	case t.Kind() == reflect.Pointer:
 		if a.IsNil() && b.IsNil() {
@@ -349,6 +349,8 @@ func fieldLabel(generic string) (string, bool) {
 		"network.pool":                      "address pool",
 		"acceptance.burn_in.duration":       "burn-in duration",
 		"acceptance.burn_in.max_gpu_temp_c": "burn-in max GPU temperature (C)",
+		"acceptance.burn_in.timeout":        "burn-in timeout",
+		"template":                          "template",
 		"power.idle_watts":                  "idle power (W)",
 		"power.load_watts":                  "load power (W)",
 		"power.derating_pct":                "PSU derating (%)",

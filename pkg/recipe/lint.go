@@ -62,7 +62,7 @@ func (l *linter) tagChecks(v reflect.Value, path string) {
 			l.tagChecks(v.Index(i), fmt.Sprintf("%s[%d]", path, i))
 		}
 	case reflect.Struct:
-		if v.Type() == typeValue {
+		if v.Type() == typeValue || v.Type() == typeQuantity {
 			return
 		}
 		for _, f := range fieldsOf(v.Type()) {
@@ -129,12 +129,9 @@ func (l *linter) lint(r *Recipe) {
 	l.tagChecks(reflect.ValueOf(r).Elem(), "")
 	l.identity(r)
 	l.hardware(&r.Hardware)
-	for k, v := range r.Drivers {
-		if v == "" {
-			l.bad(join("drivers", k), "expected a pinned version, found an empty string")
-		}
-	}
-	l.os(&r.OS)
+	l.firmware(&r.Firmware)
+	l.drivers(r.Drivers)
+	l.os(r)
 	l.network(&r.Network)
 	l.acceptance(&r.Acceptance)
 	l.power(r)
@@ -223,9 +220,33 @@ func (l *linter) sha256(path, v string) {
 	}
 }
 
-func (l *linter) os(o *OS) {
+// placeholder refuses an all-zero sha256 outside a template: such a pin
+// names no artifact, so the machine could never boot it. A placeholder
+// inherited from a base is reported at this recipe's extends.
+func (l *linter) placeholder(r *Recipe, path, v string) {
+	if !l.has(path) || r.IsTemplate() || !IsPlaceholderSHA256(v) {
+		return
+	}
+	fix := "pin the artifact's digest (ingot recipe pin fills it from the content store), or mark the recipe template: true if it is only extended"
+	if p := l.at(path); p.file != l.file && l.has("extends") {
+		l.bad("extends", "%s inherited from %s (%s:%d) is the all-zero placeholder, and %s is not a template: %s",
+			path, r.Extends, p.file, p.line, r.Name, fix)
+		return
+	}
+	l.bad(path, "the all-zero placeholder is not a digest: %s", fix)
+}
+
+// IsPlaceholderSHA256 reports whether v is 64 zeros, the placeholder a
+// template may pin until the artifact exists.
+func IsPlaceholderSHA256(v string) bool { return len(v) == 64 && strings.Trim(v, "0") == "" }
+
+func (l *linter) os(r *Recipe) {
+	o := &r.OS
 	img := o.Image
 	l.sha256("os.image.sha256", img.SHA256)
+	l.placeholder(r, "os.image.sha256", img.SHA256)
+	l.placeholder(r, "os.agent.kernel.sha256", o.Agent.Kernel.SHA256)
+	l.placeholder(r, "os.agent.initrd.sha256", o.Agent.Initrd.SHA256)
 	if l.has("os.image.name") {
 		switch {
 		case !nameRE.MatchString(img.Name):
@@ -257,28 +278,6 @@ func (l *linter) network(n *Network) {
 	if l.has("network.hostname") {
 		if err := CheckHostnamePattern(n.Hostname); err != nil {
 			l.bad("network.hostname", "%v", err)
-		}
-	}
-}
-
-func (l *linter) acceptance(a *Acceptance) {
-	seen := map[string]bool{}
-	for i, c := range a.Checks {
-		p := fmt.Sprintf("acceptance.checks[%d]", i)
-		if l.has(p+".name") && c.Name == "" {
-			l.bad(p+".name", "expected a check name such as gpu-count, found an empty string")
-		}
-		if seen[c.Name] && c.Name != "" {
-			l.warn(p+".name", "check %q is listed twice", c.Name)
-		}
-		seen[c.Name] = true
-		if l.has(p+".min") && l.has(p+".max") && c.Min > c.Max {
-			l.bad(p+".max", "expected max >= min (%g), found %g", c.Min, c.Max)
-		}
-	}
-	if b := a.BurnIn; b != nil {
-		if l.has("acceptance.burn_in.duration") && b.Duration <= 0 {
-			l.bad("acceptance.burn_in.duration", "expected a duration above zero such as 2h, found %s", b.Duration)
 		}
 	}
 }

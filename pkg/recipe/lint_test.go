@@ -27,7 +27,7 @@ func TestShippedRecipes(t *testing.T) {
 		what      string
 		got, want any
 	}{
-		{"own version", h.Version, "2.3.1"},
+		{"own version", h.Version, "2.4.0"},
 		{"extends", h.Extends, "base-gpu"},
 		{"inherited BIOS attribute", h.BIOS.Attributes["SriovGlobalEnable"].Any(), "Enabled"},
 		{"inherited bool attribute", h.BIOS.Attributes["ProcessorHyperThreadingDisable"].Any(), false},
@@ -35,7 +35,7 @@ func TestShippedRecipes(t *testing.T) {
 		{"inherited boot mode", h.BIOS.BootMode, "uefi"},
 		{"inherited driver", h.Drivers["nvidia"], "535.309.01"},
 		{"own driver", h.Drivers["ofed"], "23.10-2.1.3.1"},
-		{"inherited agent", h.OS.Agent.Kernel.Path, "agent/vmlinuz"},
+		{"inherited agent", h.OS.Agent.Kernel.Path, "agent-vmlinuz"},
 		{"own image", h.OS.Image.Name, "debian-12-nvidia"},
 		{"child's list replaces the base's", len(h.Acceptance.Checks), 8},
 		{"GPU count", h.Hardware.GPUs[0].Count, 8},
@@ -108,8 +108,43 @@ func TestBrokenRecipes(t *testing.T) {
 		"name-mismatch": {{"", 1, "name", `recipe "gpu-train-h100x8" must be in a file named gpu-train-h100x8.yaml, found name-mismatch.yaml`}},
 		"unquoted-version": {
 			{"", 2, "version", `expected a string, found number 1.0 (quote it if it is a version: "1.0")`},
-			{"", 5, "drivers.cuda", `expected a string, found number 12.2`},
+			{"", 5, "drivers.cuda-driver", `expected a string, found number 12.2`},
 			{"", 9, "bios.attributes.LogicalProc", "expected a string, an integer or a boolean, found a list"},
+		},
+		"bare-number": {
+			{"", 8, "acceptance.checks[1].min", "2048 needs a unit for memory-size (bytes), e.g. 2048GiB"},
+			{"", 10, "acceptance.checks[2].min", "400 needs a unit for nic-link (bits per second), e.g. 400Gbps"},
+			{"", 12, "acceptance.checks[3].min", "350Gbps is in bits per second; nccl-allreduce needs bytes per second, e.g. 350GB/s"},
+			{"", 14, "acceptance.checks[4].max", "disk-present takes a plain number (a count), found 8Gbps"},
+			{"", 16, "acceptance.checks[5].min", "expected a PCIe generation from 1 to 6, found 7"},
+		},
+		"unknown-check": {
+			{"", 5, "acceptance.checks[0].name", `unknown check "gpu-burnin"; expected one of the agent checks (gpu-count, `},
+			{"", 8, "acceptance.checks[1].args.lanes", `unknown argument "lanes" for pcie-link; expected one of: width, idle-downtrain`},
+			{"", 11, "acceptance.checks[2].args.level", `expected a dcgmi diag run level: 1, 2, 3 or 4, found "5"`},
+			{"", 14, "acceptance.checks[3].max", "nic-link reads only min; remove max"},
+			{"", 17, "acceptance.checks[4].args.smart", `unknown argument "smart": disk-health takes no args`},
+		},
+		"unknown-driver": {
+			{"", 5, "drivers.cuda", `unknown driver "cuda"; expected one of the versions first boot reports: nvidia, cuda-driver, cuda-toolkit, nvidia-fabricmanager, ofed, amdgpu (did you mean "cuda-driver"?)`},
+			{"", 6, "drivers.mellanox", `unknown driver "mellanox"`},
+		},
+		"zero-sha256": {
+			{"", 4, "extends", "os.agent.kernel.sha256 inherited from base-template (testdata/recipes/broken/zero-sha256/base-template.yaml:9) is the all-zero placeholder, and zero-sha256 is not a template"},
+			{"", 8, "os.image.sha256", "the all-zero placeholder is not a digest: pin the artifact's digest (ingot recipe pin"},
+		},
+		"firmware-policy": {
+			{"", 8, "firmware.policy.bios", `expected block or warn, found "ignore"`},
+			{"", 9, `firmware.policy["other.cpdl"]`, `unknown firmware component "other.cpdl"; expected bios, bmc, gpu, nic, or other.NAME for a key of firmware.other (have: cpld) (did you mean "other.cpld"?)`},
+			{"", 10, "firmware.policy.psu", `unknown firmware component "psu"`},
+		},
+		"burn-in": {
+			{"", 10, "acceptance.burn_in.timeout", "expected a timeout longer than the burn-in duration (2h), found 1h"},
+			{"", 11, "acceptance.burn_in.min_tflops", "min_tflops was removed: give the gpu-burn check a min with its unit instead"},
+		},
+		"burn-in-missing": {
+			{"", 5, "acceptance.checks", "nccl-allreduce runs during the burn-in: expected acceptance.burn_in with a duration such as 2h"},
+			{"", 9, "acceptance.checks[1].args.size", `expected a message size of at least 1GiB, e.g. 8GiB, found "512MiB"`},
 		},
 		"many-errors": {
 			{"", 1, "version", `missing required field "version" in the recipe`},

@@ -23,6 +23,8 @@ func expected(t reflect.Type) string {
 		return "a duration such as 90s, 15m or 2h"
 	case typeValue:
 		return "a string, an integer or a boolean"
+	case typeQuantity:
+		return "a number, or a number with a unit such as 400Gbps, 2TiB, 350GB/s or 600Tflop/s"
 	}
 	switch t.Kind() {
 	case reflect.String:

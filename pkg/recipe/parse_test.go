@@ -133,9 +133,10 @@ description: shared
 bios:
   boot_mode: uefi
   attributes: {A: one, B: 2}
-drivers: {nvidia: 535.309.01, cuda: "12.2"}
+drivers: {nvidia: 535.309.01, cuda-driver: "12.2"}
 acceptance:
   checks: [{name: gpu-count}, {name: nic-link}]
+  burn_in: {duration: 1h}
 `
 	child := `name: child
 version: 2.0.0
@@ -144,7 +145,7 @@ bios:
   attributes: {B: 3, C: true}
 drivers:
 acceptance:
-  checks: [{name: gpu-burn}]
+  checks: [{name: gpu-burn, min: 50000Gflop/s}]
 `
 	set, diags := Options{}.Build([]File{{"base.yaml", []byte(base)}, {"child.yaml", []byte(child)}})
 	if len(diags) > 0 {

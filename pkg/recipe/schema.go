@@ -13,6 +13,9 @@ const (
 	sizePattern     = `^\s*[0-9]*\.?[0-9]+\s*(B|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB)\s*$`
 	speedPattern    = `^\s*[0-9]*\.?[0-9]+\s*(Mbps|Gbps|Tbps)\s*$`
 	durationPattern = `^\s*(0|([0-9]*\.?[0-9]+(ns|us|µs|ms|s|m|h))+)\s*$`
+	bitsPattern     = `^\s*[0-9]*\.?[0-9]+\s*(bps|Kbps|Mbps|Gbps|Tbps)\s*$`
+	bytesPSPattern  = `^\s*[0-9]*\.?[0-9]+\s*(B|KiB|MiB|GiB|TiB|PiB|KB|MB|GB|TB|PB)/s\s*$`
+	flopsPattern    = `^\s*[0-9]*\.?[0-9]+\s*(flop|Mflop|Gflop|Tflop|Pflop)/s\s*$`
 )
 
 // Schema returns a JSON Schema (draft 2020-12) of a recipe file, generated
@@ -27,6 +30,7 @@ func Schema() map[string]any {
 	root["title"] = "ingot recipe"
 	root["description"] = "One server class: the hardware, firmware, BIOS, OS image, drivers, network and acceptance every server of the class must have."
 	root["$defs"] = g.defs
+	addRules(root, g.defs)
 	return root
 }
 
@@ -54,6 +58,14 @@ func (g *schemaGen) of(t reflect.Type) map[string]any {
 	case typeValue:
 		return map[string]any{"oneOf": []any{
 			map[string]any{"type": "string"}, map[string]any{"type": "integer"}, map[string]any{"type": "boolean"}}}
+	case typeQuantity:
+		var units []any
+		for _, u := range physicalUnits {
+			units = append(units, quantitySchema(u))
+		}
+		return map[string]any{"anyOf": append([]any{map[string]any{"type": "number", "minimum": 0}}, units...)}
+	case typeFirmwareAction:
+		return map[string]any{"type": "string", "enum": []any{string(FirmwareBlock), string(FirmwareWarn)}}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -82,6 +82,19 @@ func TestSchemaRejects(t *testing.T) {
 		"int enum":        "name: x\nversion: '1'\nhardware:\n  gpus:\n    - {vendor: nvidia, model: H100, count: 8, pcie_width: 12}\n",
 		"range":           "name: x\nversion: '1'\nnetwork:\n  management_vlan: 5000\n",
 		"sha256":          "name: x\nversion: '1'\nos:\n  image: {name: lab, sha256: ABC}\n",
+		"zero sha256":     "name: x\nversion: '1'\nos:\n  image: {name: lab, sha256: '" + strings.Repeat("0", 64) + "'}\n",
+		"zero agent pin":  "name: x\nversion: '1'\nos:\n  agent:\n    kernel: {sha256: '" + strings.Repeat("0", 64) + "'}\n",
+		"bare number":     "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: nic-link, min: 400}\n",
+		"wrong unit":      "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: nic-link, min: 400GB/s}\n",
+		"unit on a count": "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: gpu-count, min: 8Gbps}\n",
+		"unknown check":   "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: gpu-burnin}\n",
+		"unknown arg":     "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: pcie-link, args: {lanes: '16'}}\n",
+		"arg value":       "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: dcgm-diag, args: {level: '5'}}\n",
+		"unread max":      "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: nic-link, max: 400Gbps}\n",
+		"unknown driver":  "name: x\nversion: '1'\ndrivers: {cuda: '12.2'}\n",
+		"policy action":   "name: x\nversion: '1'\nfirmware: {bios: '1', policy: {bios: ignore}}\n",
+		"policy key":      "name: x\nversion: '1'\nfirmware: {bios: '1', policy: {psu: warn}}\n",
+		"min_tflops":      "name: x\nversion: '1'\nacceptance:\n  burn_in: {duration: 2h, min_tflops: 600}\n",
 	} {
 		if err := s.Validate(yamlAsJSON(t, []byte(src))); err == nil {
 			t.Errorf("%s: schema accepted %q", name, src)
@@ -93,5 +106,39 @@ func TestSchemaRejects(t *testing.T) {
 	b, _ := SchemaJSON()
 	if !strings.Contains(string(b), `"description": "unique class name, e.g. gpu-train-h100x8"`) {
 		t.Error("doc tags are not descriptions")
+	}
+}
+
+// TestSchemaAgreesWithLint: on single files (no extends), the schema
+// rejects exactly what lint reports errors for, so an editor and
+// `ingot recipe lint` tell an author the same thing.
+func TestSchemaAgreesWithLint(t *testing.T) {
+	s := compileSchema(t)
+	zero := strings.Repeat("0", 64)
+	for name, src := range map[string]string{
+		"template placeholder": "name: x\nversion: '1'\ntemplate: true\nos:\n  image: {name: lab, sha256: '" + zero + "'}\n",
+		"placeholder":          "name: x\nversion: '1'\nos:\n  image: {name: lab, sha256: '" + zero + "'}\n",
+		"units":                "name: x\nversion: '1'\nacceptance:\n  burn_in: {duration: 1h}\n  checks:\n    - {name: nic-link, min: 400Gbps}\n    - {name: gpu-burn, min: 600Tflop/s, optional: true}\n    - {name: memory-size, min: 512GiB, max: 2TiB}\n",
+		"bare physical":        "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: memory-size, min: 2048}\n",
+		"plain count":          "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: disk-present, min: 2, max: 4}\n",
+		"generation":           "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: pcie-link, min: 7}\n",
+		"flops as bytes":       "name: x\nversion: '1'\nacceptance:\n  burn_in: {duration: 1h}\n  checks:\n    - {name: gpu-burn, min: 600TB/s}\n",
+		"args":                 "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: memory-size, args: {tolerance: '2'}}\n    - {name: pcie-link, args: {width: '16'}}\n",
+		"bad tolerance":        "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: memory-size, args: {tolerance: '101'}}\n",
+		"no-arg check":         "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: disk-health, args: {smart: pass}}\n",
+		"gpu-model min":        "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: gpu-model, min: 2}\n",
+		"gpu-model min+model":  "name: x\nversion: '1'\nacceptance:\n  checks:\n    - {name: gpu-model, min: 2, args: {model: L4}}\n",
+		"drivers":              "name: x\nversion: '1'\ndrivers: {nvidia: 535.309.01, cuda-driver: '12.2', cuda-toolkit: 12.2.140, nvidia-fabricmanager: 535.309.01, ofed: 23.10-2.1.3.1, amdgpu: 6.7.0}\n",
+		"old cuda key":         "name: x\nversion: '1'\ndrivers: {cuda: '12.2'}\n",
+		"policy":               "name: x\nversion: '1'\nfirmware: {gpu: '1', other: {cpld: '2'}, policy: {gpu: warn, other.cpld: block}}\n",
+		"policy bad action":    "name: x\nversion: '1'\nfirmware: {gpu: '1', policy: {gpu: maybe}}\n",
+		"burn-in timeout":      "name: x\nversion: '1'\nacceptance:\n  burn_in: {duration: 2h, timeout: 3h}\n",
+	} {
+		_, diags := Parse("x.yaml", []byte(src))
+		lintErr := HasErrors(diags)
+		schemaErr := s.Validate(yamlAsJSON(t, []byte(src))) != nil
+		if lintErr != schemaErr {
+			t.Errorf("%s: lint errors %v, schema rejects %v\nlint:\n%s", name, lintErr, schemaErr, diagText(diags))
+		}
 	}
 }

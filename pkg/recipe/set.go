@@ -293,8 +293,11 @@ func (b *builder) names() []string {
 }
 
 // isIdentityKey reports whether a top-level key is never inherited from a
-// base recipe: a recipe's name, version and extends are its own.
-func isIdentityKey(k string) bool { return k == "name" || k == "version" || k == "extends" }
+// base recipe: a recipe's name, version and extends are its own, and so
+// is template (extending a template does not make a template).
+func isIdentityKey(k string) bool {
+	return k == "name" || k == "version" || k == "extends" || k == "template"
+}
 
 // mergeNodes deep-merges child over base: mappings merge key by key, the
 // child's scalars and lists replace the base's, an empty (null) child value

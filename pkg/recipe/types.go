@@ -4,8 +4,10 @@
 // resolves `extends`, diffs two versions and produces a JSON Schema.
 package recipe
 
+import "time"
+
 // Recipe is one server class. The YAML keys are the json tags; a field
-// without omitempty is required when its mapping is given. The tags enum
+// without omitempty or omitzero is required when its mapping is given. The tags enum
 // (allowed values), min, max and pattern are checked by lint and copied
 // into the JSON Schema, so the two cannot disagree.
 type Recipe struct {
@@ -14,12 +16,13 @@ type Recipe struct {
 	Description string `json:"description,omitempty"`
 	Owner       string `json:"owner,omitempty" doc:"team or person answering for this class"`
 	Extends     string `json:"extends,omitempty" doc:"name of one base recipe whose fields this one overrides"`
+	Template    bool   `json:"template,omitempty" doc:"true: this recipe is only extended, never assigned to machines; it may hold all-zero sha256 placeholders. Not inherited: a recipe extending a template is not one unless it says so"`
 
 	Hardware   Hardware          `json:"hardware,omitempty"`
 	Firmware   Firmware          `json:"firmware,omitempty"`
 	BIOS       BIOS              `json:"bios,omitempty"`
 	OS         OS                `json:"os,omitempty"`
-	Drivers    map[string]string `json:"drivers,omitempty" doc:"pinned driver versions verified at first boot: nvidia, cuda, ofed"`
+	Drivers    map[string]string `json:"drivers,omitempty" doc:"driver versions the installed OS must report at first boot, compared exactly; keys: nvidia (kernel module), cuda-driver (nvidia-smi's CUDA Version), cuda-toolkit (/usr/local/cuda), nvidia-fabricmanager, ofed, amdgpu"`
 	Network    Network           `json:"network,omitempty"`
 	Acceptance Acceptance        `json:"acceptance,omitempty"`
 	Power      Power             `json:"power,omitempty"`
@@ -86,13 +89,34 @@ type DiskSpec struct {
 	Count   int    `json:"count,omitempty" min:"1"`
 }
 
-// Firmware pins versions.
+// Firmware pins versions. A machine whose firmware differs from a pin is
+// not ready (the drift check's finding is critical) unless Policy says
+// warn for that component.
 type Firmware struct {
-	BIOS  string            `json:"bios,omitempty"`
-	BMC   string            `json:"bmc,omitempty"`
-	GPU   string            `json:"gpu,omitempty"`
-	NIC   string            `json:"nic,omitempty"`
-	Other map[string]string `json:"other,omitempty" doc:"component name -> version"`
+	BIOS   string                    `json:"bios,omitempty"`
+	BMC    string                    `json:"bmc,omitempty"`
+	GPU    string                    `json:"gpu,omitempty"`
+	NIC    string                    `json:"nic,omitempty"`
+	Other  map[string]string         `json:"other,omitempty" doc:"component name -> version"`
+	Policy map[string]FirmwareAction `json:"policy,omitempty" doc:"component -> block or warn: what a version mismatch does (default block: the machine is not ready); components: bios, bmc, gpu, nic, other.NAME"`
+}
+
+// FirmwareAction is what a firmware mismatch does.
+type FirmwareAction string
+
+// The firmware actions.
+const (
+	FirmwareBlock FirmwareAction = "block" // the machine is not ready until the firmware is at the pin
+	FirmwareWarn  FirmwareAction = "warn"  // reported, does not block
+)
+
+// Action returns the policy of a component: bios, bmc, gpu, nic, or
+// other.NAME for a key of Other. Block unless the policy says warn.
+func (f Firmware) Action(component string) FirmwareAction {
+	if f.Policy[component] == FirmwareWarn {
+		return FirmwareWarn
+	}
+	return FirmwareBlock
 }
 
 // BIOS holds the boot mode and Redfish BIOS attributes.
@@ -150,21 +174,42 @@ type Acceptance struct {
 	BurnIn *BurnIn `json:"burn_in,omitempty"`
 }
 
-// Check is one acceptance check and its threshold.
+// Check is one acceptance check and its threshold. Name is a check of the
+// registry (Checks); Min and Max are in the check's unit: plain numbers
+// for counts and generations, written with a unit for physical checks
+// (nic-link min: 400Gbps). Every check is required unless Optional.
 type Check struct {
-	Name string            `json:"name" doc:"gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-health, gpu-burn, nccl-allreduce, ..."`
-	Min  float64           `json:"min,omitempty"`
-	Max  float64           `json:"max,omitempty"`
-	Args map[string]string `json:"args,omitempty"`
+	Name     string            `json:"name" doc:"a registered check (ingot recipe checks lists them): gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-present, disk-health; at burn-in dcgm-diag, gpu-burn, nccl-allreduce, nvbandwidth, stress-ng, fio, iperf3, ib-write-bw"`
+	Min      Quantity          `json:"min,omitzero" doc:"lower bound in the check's unit: a plain number for counts and generations, else with its unit (400Gbps, 2TiB, 350GB/s, 600Tflop/s)"`
+	Max      Quantity          `json:"max,omitzero" doc:"upper bound, for the checks that read one (gpu-count, memory-size, disk-present)"`
+	Args     map[string]string `json:"args,omitempty" doc:"the check's own arguments (only those its spec lists)"`
+	Optional bool              `json:"optional,omitempty" doc:"true: a failure is reported but does not fail acceptance"`
 }
 
-// BurnIn is the sustained-load test.
+// BurnIn is the sustained-load test the installed OS runs at first boot;
+// its thresholds are the burn-in checks' min (gpu-burn, nccl-allreduce, ...).
 type BurnIn struct {
-	Duration     Duration `json:"duration" doc:"e.g. 2h"`
+	Duration     Duration `json:"duration" doc:"how long the load runs, e.g. 2h"`
+	Timeout      Duration `json:"timeout,omitempty" doc:"deadline of the whole burn-in, apart from timeouts.provision; default duration + 30m"`
 	MaxGPUTempC  int      `json:"max_gpu_temp_c,omitempty" min:"1" max:"120"`
 	MaxXidErrors int      `json:"max_xid_errors,omitempty" min:"0"`
-	MinTFLOPS    float64  `json:"min_tflops,omitempty"`
 }
+
+// burnInSlack is what the burn-in may take beyond its duration by default:
+// starting the tools, warming up, collecting the results.
+const burnInSlack = Duration(30 * time.Minute)
+
+// Deadline is the burn-in's timeout: Timeout, or Duration plus 30 minutes.
+func (b BurnIn) Deadline() Duration {
+	if b.Timeout > 0 {
+		return b.Timeout
+	}
+	return b.Duration + burnInSlack
+}
+
+// IsTemplate reports whether the recipe is a template: extended by other
+// recipes, never assigned to a machine.
+func (r *Recipe) IsTemplate() bool { return r != nil && r.Template }
 
 // Power is the expected draw and PSU margin.
 type Power struct {

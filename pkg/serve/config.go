@@ -113,7 +113,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
-		"(the --interface ARP entry) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
+		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 }
 
 // Binding is the agent binding in force (AgentBinding or its default).
@@ -264,11 +264,7 @@ func (c Config) Validate() error {
 		if c.DHCP != "full" {
 			return fmt.Errorf("--agent-binding lease needs --dhcp full (ingot's own leases); with --dhcp %s use neighbour or first-use", c.DHCP)
 		}
-	case "neighbour":
-		if c.Interface == "" {
-			return errors.New("--agent-binding neighbour needs --interface IF (its ARP table ties addresses to MACs); or --agent-binding first-use")
-		}
-	case "first-use":
+	case "neighbour", "first-use":
 	default:
 		return fmt.Errorf("--agent-binding %q: expected lease, neighbour or first-use", c.AgentBinding)
 	}

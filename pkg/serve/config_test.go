@@ -134,6 +134,16 @@ func TestValidate(t *testing.T) {
 		"bad mode":                {mod: func(c *Config) { c.DHCP = "maybe" }, want: "expected full, proxy or off"},
 		"full without pool":       {mod: func(c *Config) { c.Pools = nil }, want: "--pool"},
 		"bad unknown":             {mod: func(c *Config) { c.Unknown = "boot" }, want: "discover or ignore"},
+		"lease binding in proxy":  {mod: func(c *Config) { c.DHCP, c.AgentBinding = "proxy", "lease" }, want: "--agent-binding lease needs --dhcp full"},
+		"first use binding":       {mod: func(c *Config) { c.DHCP, c.AgentBinding = "off", "first-use" }},
+		"bad binding":             {mod: func(c *Config) { c.AgentBinding = "trust" }, want: "expected lease, neighbour or first-use"},
+	}
+	for dhcp, want := range map[string]string{"full": "lease", "proxy": "neighbour", "off": "neighbour"} {
+		c := ok
+		c.DHCP = dhcp
+		if got := c.Binding(); got != want {
+			t.Errorf("--dhcp %s: default agent binding %s, want %s", dhcp, got, want)
+		}
 	}
 	for name, tc := range tests {
 		c := ok

@@ -1,10 +1,13 @@
-// Package checks runs a recipe's acceptance checks against an in-band
-// inventory. Each check is a pure function of (inventory, check, expected
-// hardware) -> result; nothing here touches the machine.
+// Package checks runs a recipe's agent-stage acceptance checks (the
+// registry in pkg/recipe, Stage "agent") against an in-band inventory.
+// Each check is a pure function of (inventory, check, expected hardware)
+// -> result; nothing here touches the machine.
 //
 // Thresholds: a check's Min/Max override what the recipe's hardware section
-// implies. Units of Min/Max per check: gpu-count and disk-present count
-// devices, memory-size is GiB, nic-link is Mbps.
+// implies. They arrive canonical (recipe.Quantity): gpu-count and
+// disk-present count devices, pcie-link's min is a PCIe generation,
+// memory-size is bytes, nic-link bits per second. A result's Value keeps
+// the API's units: a count, MiB for memory-size, Mbps for nic-link.
 package checks
 
 import (
@@ -41,35 +44,65 @@ func Lookup(name string) (Func, bool) {
 	return nil, false
 }
 
-// Names lists the checks the agent runs.
+// Names lists the checks the agent runs: the agent stage of the registry.
 func Names() []string {
 	return []string{"disk-health", "disk-present", "gpu-count", "gpu-model", "memory-size", "nic-link", "pcie-link"}
 }
 
-// Run runs every check in order. Checks the agent cannot run (gpu-burn,
-// nccl-allreduce, ...) come back Skipped, not OK.
+// Run runs every check in order. A burn-in check (gpu-burn,
+// nccl-allreduce, ...) comes back Skipped: the installed OS runs it. A
+// name the registry does not know fails, unless the check is optional
+// (a newer server may send an optional check this agent lacks): a
+// required check is never passed by not running it.
 func Run(inv machine.Inventory, cs []recipe.Check, want recipe.Hardware) []api.CheckResult {
 	out := make([]api.CheckResult, 0, len(cs))
 	for _, c := range cs {
 		f, ok := Lookup(c.Name)
-		if !ok {
+		spec, known := recipe.LookupCheck(c.Name)
+		switch {
+		case ok:
+			r := f(inv, c, want)
+			r.Name = c.Name
+			if !r.OK && c.Optional {
+				r.Detail = "optional, not met: " + r.Detail
+			}
+			out = append(out, r)
+		case known && spec.Stage != recipe.StageAgent:
 			out = append(out, api.CheckResult{Name: c.Name, Skipped: true,
-				Detail: fmt.Sprintf("the agent does not run %q (it runs: %s)", c.Name, strings.Join(Names(), ", "))})
-			continue
+				Detail: fmt.Sprintf("a %s check: the installed OS runs it at first boot, not the agent", spec.Stage)})
+		default:
+			out = append(out, api.CheckResult{Name: c.Name, Skipped: c.Optional,
+				Detail: fmt.Sprintf("unknown check %q: this agent runs %s", c.Name, strings.Join(Names(), ", "))})
 		}
-		r := f(inv, c, want)
-		r.Name = c.Name
-		out = append(out, r)
 	}
 	return out
 }
 
-// Failed lists the names of results that are neither OK nor skipped.
+// Failed lists the names of results that are neither OK nor skipped,
+// optional checks included (see Blocking).
 func Failed(rs []api.CheckResult) []string {
 	var bad []string
 	for _, r := range rs {
 		if !r.OK && !r.Skipped {
 			bad = append(bad, r.Name)
+		}
+	}
+	return bad
+}
+
+// Blocking lists the failed results (as Failed) whose check is required:
+// those that fail acceptance. cs are the checks Run was given.
+func Blocking(cs []recipe.Check, rs []api.CheckResult) []string {
+	optional := map[string]bool{}
+	for _, c := range cs {
+		if c.Optional {
+			optional[c.Name] = true
+		}
+	}
+	var bad []string
+	for _, n := range Failed(rs) {
+		if !optional[n] {
+			bad = append(bad, n)
 		}
 	}
 	return bad
@@ -84,7 +117,7 @@ func bounds(v, lo, hi float64) bool {
 // counts), or lies within the check's Min/Max when given.
 func GPUCount(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	n := float64(len(inv.GPUs))
-	lo, hi := c.Min, c.Max
+	lo, hi := c.Min.Value, c.Max.Value
 	if lo == 0 && hi == 0 {
 		total := 0
 		for _, g := range want.GPUs {
@@ -104,7 +137,7 @@ func GPUCount(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.C
 func GPUModel(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	groups := want.GPUs
 	if m := c.Args["model"]; m != "" {
-		groups = []recipe.GPUSpec{{Model: m, Count: max(int(c.Min), 1)}}
+		groups = []recipe.GPUSpec{{Model: m, Count: max(int(c.Min.Value), 1)}}
 	}
 	if len(groups) == 0 {
 		return api.CheckResult{OK: false, Detail: "no GPU model to check: the recipe has no hardware.gpus and the check no args.model"}
@@ -156,37 +189,28 @@ func gpuModels(gs []machine.GPU) string {
 }
 
 // PCIeLink: no GPU link is degraded. Width must equal the link's max width
-// and the recipe's pcie_width; generation must equal the max generation and
-// reach the recipe's pcie_gen. Idle NVIDIA GPUs train down to Gen1 to save
-// power: with args idle-downtrain=ok the current generation is not compared
-// (width still is). Value is the number of degraded links.
+// and reach the expected width; generation must equal the max generation
+// and reach the expected generation. Expected is the recipe's pcie_width
+// and pcie_gen of the GPU's group, overridden for every GPU by the check's
+// own args.width and min (a generation). Idle NVIDIA GPUs train down to
+// Gen1 to save power: with args idle-downtrain=ok the current generation
+// is not compared (width still is) and the expected one is compared with
+// the link's maximum. Value is the number of degraded links.
+//
+// NICs are not checked: machine.NIC has no PCIe link in the inventory.
 func PCIeLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	idleOK := c.Args["idle-downtrain"] == "ok"
+	width, _ := strconv.Atoi(c.Args["width"])
 	var bad []string
 	for _, g := range inv.GPUs {
 		spec := specFor(g, want.GPUs)
-		cur, mx := g.LinkCurrent, g.LinkMax
-		var why []string
-		if cur.Width == 0 && cur.Gen == 0 {
-			why = append(why, "link unknown")
+		if width > 0 {
+			spec.PCIeWidth = width
 		}
-		if mx.Width > 0 && cur.Width < mx.Width {
-			why = append(why, fmt.Sprintf("x%d of x%d", cur.Width, mx.Width))
+		if c.Min.Value > 0 {
+			spec.PCIeGen = int(c.Min.Value)
 		}
-		if spec.PCIeWidth > 0 && cur.Width < spec.PCIeWidth {
-			why = append(why, fmt.Sprintf("x%d, recipe x%d", cur.Width, spec.PCIeWidth))
-		}
-		if !idleOK && mx.Gen > 0 && cur.Gen < mx.Gen {
-			why = append(why, fmt.Sprintf("Gen%d of Gen%d", cur.Gen, mx.Gen))
-		}
-		gen := cur.Gen
-		if idleOK {
-			gen = mx.Gen
-		}
-		if spec.PCIeGen > 0 && gen < spec.PCIeGen {
-			why = append(why, fmt.Sprintf("Gen%d, recipe Gen%d", gen, spec.PCIeGen))
-		}
-		if len(why) > 0 {
+		if why := degraded(g, spec, idleOK); len(why) > 0 {
 			bad = append(bad, fmt.Sprintf("%s (%s): %s", g.PCIAddress, g.Model, strings.Join(why, ", ")))
 		}
 	}
@@ -199,6 +223,32 @@ func PCIeLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.C
 	return api.CheckResult{OK: true, Detail: fmt.Sprintf("%d GPU links at full width and speed", len(inv.GPUs))}
 }
 
+// degraded lists why one GPU's link falls short of spec's width and generation.
+func degraded(g machine.GPU, spec recipe.GPUSpec, idleOK bool) []string {
+	cur, mx := g.LinkCurrent, g.LinkMax
+	var why []string
+	if cur.Width == 0 && cur.Gen == 0 {
+		why = append(why, "link unknown")
+	}
+	if mx.Width > 0 && cur.Width < mx.Width {
+		why = append(why, fmt.Sprintf("x%d of x%d", cur.Width, mx.Width))
+	}
+	if spec.PCIeWidth > 0 && cur.Width < spec.PCIeWidth {
+		why = append(why, fmt.Sprintf("x%d, expected x%d", cur.Width, spec.PCIeWidth))
+	}
+	if !idleOK && mx.Gen > 0 && cur.Gen < mx.Gen {
+		why = append(why, fmt.Sprintf("Gen%d of Gen%d", cur.Gen, mx.Gen))
+	}
+	gen := cur.Gen
+	if idleOK {
+		gen = mx.Gen
+	}
+	if spec.PCIeGen > 0 && gen < spec.PCIeGen {
+		why = append(why, fmt.Sprintf("Gen%d, expected Gen%d", gen, spec.PCIeGen))
+	}
+	return why
+}
+
 func specFor(g machine.GPU, specs []recipe.GPUSpec) recipe.GPUSpec {
 	for _, s := range specs {
 		if modelMatch(g, s) {
@@ -209,39 +259,41 @@ func specFor(g machine.GPU, specs []recipe.GPUSpec) recipe.GPUSpec {
 }
 
 // MemorySize: the memory seen (sum of DIMMs) is at least the recipe's
-// memory.total (or Min GiB), less a tolerance in percent (args tolerance,
-// default 2: in-band totals miss firmware-reserved holes). Value is MiB.
+// memory.total (or Min, in bytes), less a tolerance in percent (args
+// tolerance, default 2: in-band totals miss firmware-reserved holes), and
+// at most Max when given. Value is MiB.
 func MemorySize(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	var mib int64
 	for _, d := range inv.DIMMs {
 		mib += d.SizeMiB
 	}
+	have := float64(mib) * (1 << 20)
 	need := float64(0)
 	if want.Memory != nil {
-		need = float64(want.Memory.Total.Bytes()) / (1 << 20)
+		need = float64(want.Memory.Total.Bytes())
 	}
-	if c.Min > 0 {
-		need = c.Min * 1024
+	if c.Min.Value > 0 {
+		need = c.Min.Value
 	}
 	tol := 2.0
 	if t, err := strconv.ParseFloat(c.Args["tolerance"], 64); err == nil && t >= 0 {
 		tol = t
 	}
-	v := float64(mib)
-	ok := need > 0 && v >= need*(1-tol/100)
-	if c.Max > 0 && v > c.Max*1024 {
-		ok = false
+	ok := need > 0 && have >= need*(1-tol/100)
+	detail := fmt.Sprintf("found %s, expected at least %s (%.3g%% tolerance)", recipe.Size(mib<<20), recipe.Size(int64(need)), tol)
+	if c.Max.Value > 0 {
+		ok = ok && have <= c.Max.Value
+		detail += fmt.Sprintf(" and at most %s", recipe.Size(int64(c.Max.Value)))
 	}
-	detail := fmt.Sprintf("found %s, expected at least %s (%.3g%% tolerance)", recipe.Size(mib<<20), recipe.Size(int64(need)<<20), tol)
 	if need == 0 {
 		detail = "no memory size to check: the recipe has no hardware.memory.total and the check no min"
 	}
-	return api.CheckResult{OK: ok, Value: v, Detail: detail}
+	return api.CheckResult{OK: ok, Value: float64(mib), Detail: detail}
 }
 
 // NICLink: for each recipe NIC group with a speed, at least Count (default 1)
-// ports are up at that speed or faster. With Min (Mbps) and no groups: at
-// least one port up at Min. Value is the fastest up port's Mbps.
+// ports are up at that speed or faster. With Min (bits per second) instead:
+// at least one port up at Min. Value is the fastest up port's Mbps.
 func NICLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	fastest := 0
 	for _, n := range inv.NICs {
@@ -249,24 +301,32 @@ func NICLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.Ch
 			fastest = n.SpeedMbps
 		}
 	}
-	groups := want.NICs
-	if c.Min > 0 {
-		groups = []recipe.NICSpec{{Speed: recipe.Speed(c.Min), Count: 1}}
+	type group struct {
+		model string
+		bps   float64
+		count int
+		text  string
+	}
+	var groups []group
+	for _, g := range want.NICs {
+		if g.Speed > 0 {
+			groups = append(groups, group{g.Model, float64(g.Speed.Mbps()) * 1e6, max(g.Count, 1), g.Speed.String()})
+		}
+	}
+	if c.Min.Value > 0 {
+		groups = []group{{bps: c.Min.Value, count: 1, text: c.Min.String()}}
 	}
 	var miss []string
 	for _, g := range groups {
-		if g.Speed == 0 {
-			continue
-		}
 		n := 0
 		for _, nic := range inv.NICs {
-			if nic.LinkUp && int64(nic.SpeedMbps) >= g.Speed.Mbps() &&
-				(g.Model == "" || strings.Contains(strings.ToLower(nic.Model), strings.ToLower(g.Model))) {
+			if nic.LinkUp && float64(nic.SpeedMbps)*1e6 >= g.bps &&
+				(g.model == "" || strings.Contains(strings.ToLower(nic.Model), strings.ToLower(g.model))) {
 				n++
 			}
 		}
-		if n < max(g.Count, 1) {
-			miss = append(miss, fmt.Sprintf("%d of %d %s ports up at %s", n, max(g.Count, 1), g.Model, g.Speed))
+		if n < g.count {
+			miss = append(miss, strings.Join(strings.Fields(fmt.Sprintf("%d of %d %s ports up at %s", n, g.count, g.model, g.text)), " "))
 		}
 	}
 	if len(miss) > 0 {
@@ -291,12 +351,13 @@ func nicList(ns []machine.NIC) string {
 }
 
 // DiskPresent: each recipe disk rule matches at least Count (default 1)
-// disks (or Min disks in all without rules). Value is the disk count.
+// disks; with Min or Max (or without rules), the number of disks lies
+// within them (at least 1). Value is the disk count.
 func DiskPresent(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	n := float64(len(inv.Disks))
-	if len(want.Disks) == 0 || c.Min > 0 {
-		lo := max(c.Min, 1)
-		return api.CheckResult{OK: bounds(n, lo, c.Max), Value: n, Detail: fmt.Sprintf("found %g disks, expected %s", n, rangeText(lo, c.Max))}
+	if len(want.Disks) == 0 || c.Min.Value > 0 || c.Max.Value > 0 {
+		lo, hi := max(c.Min.Value, 1), c.Max.Value
+		return api.CheckResult{OK: bounds(n, lo, hi), Value: n, Detail: fmt.Sprintf("found %g disks, expected %s", n, rangeText(lo, hi))}
 	}
 	var miss []string
 	for i, spec := range want.Disks {

@@ -7,55 +7,104 @@ package firstboot
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
-// DriverModules maps the kernel modules whose version is reported to the
-// driver names recipes pin (drivers: {nvidia: 535.309.01}).
-func DriverModules() map[string]string {
-	return map[string]string{"nvidia": "nvidia", "mlx5_core": "ofed", "amdgpu": "amdgpu"}
+// DefaultTimeout bounds each program Collect runs (nvidia-smi can hang on
+// a GPU that has fallen off the bus).
+const DefaultTimeout = 20 * time.Second
+
+// Collector reads the software facts of a system.
+type Collector struct {
+	// Root is where the system's /proc, /sys, /etc and /usr are ("/" on
+	// the machine).
+	Root string
+	// Run runs a program of the system and returns its standard output.
+	// nil: no program is run and only files under Root are read (the right
+	// thing when Root is not the running system).
+	Run Runner
+	// Timeout bounds each Run; 0 means DefaultTimeout.
+	Timeout time.Duration
 }
 
-// Collect reads the software facts under root ("/" on the machine):
-// the running kernel from proc/sys/kernel/osrelease, PRETTY_NAME from
-// etc/os-release, and each driver module's sys/module/NAME/version (the
-// NVIDIA driver also from proc/driver/nvidia/version).
+// Collect reads the software facts under root. On the running system
+// (root "/") it also runs the drivers' tools (nvidia-smi, ofed_info, ...),
+// each within DefaultTimeout; under any other root it reads files only.
 func Collect(root string) (machine.Software, error) {
+	c := Collector{Root: root}
+	if filepath.Clean(root) == "/" {
+		c.Run = Exec
+	}
+	return c.Collect(context.Background())
+}
+
+// Collect reads the running kernel from proc/sys/kernel/osrelease,
+// PRETTY_NAME from etc/os-release, and every driver of recipe.DriverKeys
+// the system has (see driverSources). A driver whose file is absent or
+// whose tool is missing, fails or times out is not reported.
+func (c Collector) Collect(ctx context.Context) (machine.Software, error) {
 	var s machine.Software
-	k, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease"))
+	k, err := os.ReadFile(filepath.Join(c.Root, "proc/sys/kernel/osrelease"))
 	if err != nil {
 		return s, fmt.Errorf("reading the kernel release: %w", err)
 	}
 	s.Kernel = strings.TrimSpace(string(k))
-	if b, err := os.ReadFile(filepath.Join(root, "etc/os-release")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(c.Root, "etc/os-release")); err == nil {
 		s.OSRelease = OSRelease(b)
-	} else if b, err := os.ReadFile(filepath.Join(root, "usr/lib/os-release")); err == nil {
+	} else if b, err := os.ReadFile(filepath.Join(c.Root, "usr/lib/os-release")); err == nil {
 		s.OSRelease = OSRelease(b)
 	}
-	for mod, name := range DriverModules() {
-		if v, err := os.ReadFile(filepath.Join(root, "sys/module", mod, "version")); err == nil {
+	for _, src := range driverSources() {
+		if v := c.first(ctx, src.reads); v != "" {
 			if s.Drivers == nil {
 				s.Drivers = map[string]string{}
 			}
-			s.Drivers[name] = strings.TrimSpace(string(v))
-		}
-	}
-	if _, ok := s.Drivers["nvidia"]; !ok {
-		if b, err := os.ReadFile(filepath.Join(root, "proc/driver/nvidia/version")); err == nil {
-			if v := NvidiaVersion(b); v != "" {
-				if s.Drivers == nil {
-					s.Drivers = map[string]string{}
-				}
-				s.Drivers["nvidia"] = v
-			}
+			s.Drivers[src.key] = v
 		}
 	}
 	return s, nil
+}
+
+// first returns the first version one of the reads finds.
+func (c Collector) first(ctx context.Context, reads []read) string {
+	for _, r := range reads {
+		var (
+			b   []byte
+			err error
+		)
+		switch {
+		case r.file != "":
+			b, err = os.ReadFile(filepath.Join(c.Root, r.file))
+		case c.Run != nil:
+			b, err = c.run(ctx, r.prog, r.args...)
+		default:
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if v := r.parse(b); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func (c Collector) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	t := c.Timeout
+	if t <= 0 {
+		t = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	return c.Run(ctx, name, args...)
 }
 
 // OSRelease returns PRETTY_NAME (else NAME VERSION_ID) of an os-release file.
@@ -72,21 +121,4 @@ func OSRelease(b []byte) string {
 		return p
 	}
 	return strings.TrimSpace(kv["NAME"] + " " + kv["VERSION_ID"])
-}
-
-// NvidiaVersion reads the version from /proc/driver/nvidia/version:
-// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.309.01  Tue ...".
-func NvidiaVersion(b []byte) string {
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(l, "NVRM version:") {
-			continue
-		}
-		f := strings.Fields(l)
-		for i, w := range f {
-			if w == "Module" && i+1 < len(f) {
-				return f[i+1]
-			}
-		}
-	}
-	return ""
 }

@@ -24,31 +24,15 @@ type Installed struct {
 // initramfs has drivers for) and look for /boot/vmlinuz (or /vmlinuz) and the
 // matching initrd. Best effort: an error means "reboot instead".
 func FindInstalledKernel(disk, mnt string) (Installed, error) {
-	f, err := os.Open(disk)
+	parts, err := partitions(disk)
 	if err != nil {
-		return Installed{}, fmt.Errorf("opening %s: %w", disk, err)
+		return Installed{}, err
 	}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKRRPART, 0)
-	f.Close()
-	if errno != 0 {
-		return Installed{}, fmt.Errorf("re-reading the partition table of %s: %w", disk, errno)
-	}
-	name := filepath.Base(disk)
-	parts, _ := filepath.Glob(filepath.Join("/sys/class/block", name, name+"*"))
-	sort.Strings(parts)
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		return Installed{}, err
 	}
 	var tried []string
-	for _, p := range parts {
-		dev := "/dev/" + filepath.Base(p)
-		// devtmpfs makes the node shortly after the partition scan.
-		for i := 0; i < 40; i++ {
-			if _, err := os.Stat(dev); err == nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	for _, dev := range parts {
 		var why []string
 		for _, fs := range []string{"ext4", "xfs", "btrfs", "vfat"} {
 			if err := unix.Mount(dev, mnt, fs, unix.MS_RDONLY, ""); err != nil {
@@ -105,4 +89,119 @@ func resolveIn(root, p string) string {
 		return ""
 	}
 	return l
+}
+
+// InstallFile writes data to path (absolute, e.g. /etc/ingot/firstboot.env)
+// inside the installed OS on disk after the image was written: it mounts
+// each partition read-write in turn (ext4, xfs, btrfs, vfat) at mnt until
+// one holds the OS's root (etc/os-release or usr/lib/os-release, or, for an
+// OS that runs from its initramfs, a partition labelled by the image with an
+// etc/ directory), writes the file with mode, syncs and unmounts.
+func InstallFile(disk, mnt, path string, data []byte, mode os.FileMode) error {
+	parts, err := partitions(disk)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		return err
+	}
+	var tried []string
+	for _, dev := range parts {
+		mounted := ""
+		for _, fs := range []string{"ext4", "xfs", "btrfs", "vfat"} {
+			if err := unix.Mount(dev, mnt, fs, 0, ""); err == nil {
+				mounted = fs
+				break
+			}
+		}
+		if mounted == "" {
+			tried = append(tried, dev+" (no filesystem the agent can mount)")
+			continue
+		}
+		if !isRoot(mnt) {
+			unix.Unmount(mnt, 0)
+			tried = append(tried, dev+" ("+mounted+", not the root: no etc/os-release)")
+			continue
+		}
+		err := writeSynced(filepath.Join(mnt, path), data, mode)
+		if uerr := unix.Unmount(mnt, 0); err == nil && uerr != nil {
+			err = fmt.Errorf("unmounting %s: %w", dev, uerr)
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s on %s: %w", path, dev, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("no root filesystem of the installed OS on %s (partitions %v)", disk, tried)
+}
+
+func isRoot(dir string) bool {
+	for _, p := range []string{"etc/os-release", "usr/lib/os-release"} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeSynced writes data to p (its folder made 0755) with mode and syncs
+// file and folder, so a reboot right after cannot lose it.
+func writeSynced(p string, data []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d, err := os.Open(filepath.Dir(p))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// partitions re-reads disk's partition table and returns its partition
+// device nodes in order, waiting briefly for devtmpfs to make them.
+func partitions(disk string) ([]string, error) {
+	f, err := os.Open(disk)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", disk, err)
+	}
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.BLKRRPART, 0)
+	f.Close()
+	if errno != 0 {
+		return nil, fmt.Errorf("re-reading the partition table of %s: %w", disk, errno)
+	}
+	name := filepath.Base(disk)
+	sys, _ := filepath.Glob(filepath.Join("/sys/class/block", name, name+"*"))
+	sort.Strings(sys)
+	var out []string
+	for _, p := range sys {
+		dev := "/dev/" + filepath.Base(p)
+		for i := 0; i < 40; i++ {
+			if _, err := os.Stat(dev); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		out = append(out, dev)
+	}
+	return out, nil
 }

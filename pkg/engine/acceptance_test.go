@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+func TestJudge(t *testing.T) {
+	checks := []recipe.Check{
+		{Name: "memory-size"}, {Name: "nic-link"}, {Name: "disk-health", Optional: true},
+		{Name: "gpu-burn"}, {Name: "nccl-allreduce", Optional: true},
+	}
+	waived := &machine.Machine{Name: "n1", Waivers: []machine.Waiver{{Check: "nic-link", Actor: "operator:alice", Reason: "INC-42 switch port"}}}
+	ok := func(n string) CheckResult { return CheckResult{Name: n, OK: true} }
+	bad := func(n, d string) CheckResult { return CheckResult{Name: n, Detail: d} }
+	skip := func(n, d string) CheckResult { return CheckResult{Name: n, Skipped: true, Detail: d} }
+	cases := map[string]struct {
+		stage   recipe.Stage
+		results []CheckResult
+		m       *machine.Machine
+		failed  []string // substrings, one per failure, in order
+		waived  int
+	}{
+		"all agent checks pass":        {recipe.StageAgent, []CheckResult{ok("memory-size"), ok("nic-link"), ok("disk-health")}, nil, nil, 0},
+		"optional may fail":            {recipe.StageAgent, []CheckResult{ok("memory-size"), ok("nic-link"), bad("disk-health", "sda: FAILED")}, nil, nil, 0},
+		"optional may be missing":      {recipe.StageAgent, []CheckResult{ok("memory-size"), ok("nic-link")}, nil, nil, 0},
+		"required missing fails":       {recipe.StageAgent, []CheckResult{ok("memory-size")}, nil, []string{"nic-link: did not run (no result"}, 0},
+		"skipped is not ok":            {recipe.StageAgent, []CheckResult{ok("memory-size"), skip("nic-link", "ethtool not found")}, nil, []string{"nic-link: did not run: ethtool not found"}, 0},
+		"failure fails":                {recipe.StageAgent, []CheckResult{bad("memory-size", "found 256GiB"), ok("nic-link")}, nil, []string{"memory-size: found 256GiB"}, 0},
+		"waiver lets one check past":   {recipe.StageAgent, []CheckResult{ok("memory-size"), bad("nic-link", "1 of 8 up")}, waived, nil, 1},
+		"waiver is for its check only": {recipe.StageAgent, []CheckResult{bad("memory-size", "low"), bad("nic-link", "down")}, waived, []string{"memory-size: low"}, 1},
+		"waiver never covers not run":  {recipe.StageAgent, []CheckResult{ok("memory-size"), skip("nic-link", "no tool")}, waived, []string{"nic-link: did not run"}, 0},
+		"burn-in judged apart":         {recipe.StageBurnIn, []CheckResult{ok("gpu-burn")}, nil, nil, 0},
+		"burn-in required missing":     {recipe.StageBurnIn, nil, nil, []string{"gpu-burn: did not run"}, 0},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			v := judge(checks, c.stage, c.results, c.m)
+			if len(v.Failed) != len(c.failed) {
+				t.Fatalf("failed %q, want %d failures like %q", v.Failed, len(c.failed), c.failed)
+			}
+			for i, f := range c.failed {
+				if !strings.Contains(v.Failed[i], f) {
+					t.Errorf("failure %d %q, want it to say %q", i, v.Failed[i], f)
+				}
+			}
+			if len(v.Waived) != c.waived {
+				t.Errorf("waived %q, want %d", v.Waived, c.waived)
+			}
+			for _, r := range v.Results {
+				if r.Skipped && r.OK {
+					t.Errorf("%s is both skipped and ok", r.Name)
+				}
+			}
+		})
+	}
+}

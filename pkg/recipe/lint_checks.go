@@ -1,0 +1,195 @@
+package recipe
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// This file lints what must name something the rest of ingot knows: the
+// acceptance checks (the registry in checks.go), driver keys (what first
+// boot reports) and firmware policy components.
+
+func (l *linter) acceptance(a *Acceptance) {
+	seen := map[string]bool{}
+	var burnIn []string
+	for i, c := range a.Checks {
+		p := fmt.Sprintf("acceptance.checks[%d]", i)
+		if !l.has(p + ".name") {
+			continue // missing or not a string: the decoder said so
+		}
+		if c.Name == "" {
+			l.bad(p+".name", "expected a check name such as gpu-count, found an empty string")
+			continue
+		}
+		if seen[c.Name] {
+			l.warn(p+".name", "check %q is listed twice", c.Name)
+		}
+		seen[c.Name] = true
+		def, ok := lookupDef(c.Name)
+		if !ok {
+			l.bad(p+".name", "%s", unknownCheck(c.Name))
+			continue
+		}
+		if def.spec.Stage == StageBurnIn {
+			burnIn = append(burnIn, c.Name)
+		}
+		l.check(p, c, def)
+	}
+	b := a.BurnIn
+	if b == nil {
+		if len(burnIn) > 0 {
+			verb := "runs"
+			if len(burnIn) > 1 {
+				verb = "run"
+			}
+			l.bad("acceptance.checks", "%s %s during the burn-in: expected acceptance.burn_in with a duration such as 2h",
+				strings.Join(burnIn, ", "), verb)
+		}
+		return
+	}
+	if l.has("acceptance.burn_in.duration") && b.Duration <= 0 {
+		l.bad("acceptance.burn_in.duration", "expected a duration above zero such as 2h, found %s", b.Duration)
+	}
+	if l.has("acceptance.burn_in.timeout") && b.Timeout <= b.Duration {
+		l.bad("acceptance.burn_in.timeout", "expected a timeout longer than the burn-in duration (%s), found %s", b.Duration, b.Timeout)
+	}
+}
+
+func unknownCheck(name string) string {
+	all := append(checkNames(StageAgent), checkNames(StageBurnIn)...)
+	msg := fmt.Sprintf("unknown check %q; expected one of the agent checks (%s) or the burn-in checks (%s)",
+		name, strings.Join(checkNames(StageAgent), ", "), strings.Join(checkNames(StageBurnIn), ", "))
+	if s := suggest(name, all); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
+}
+
+// check lints one registered check: its bounds in its unit, its args.
+func (l *linter) check(p string, c Check, def checkDef) {
+	l.bound(p+".min", c.Min, def, "min", def.min)
+	l.bound(p+".max", c.Max, def, "max", def.max)
+	if l.has(p+".min") && l.has(p+".max") && c.Min.Unit == c.Max.Unit && c.Max.Value < c.Min.Value {
+		l.bad(p+".max", "expected max >= min (%s), found %s", c.Min, c.Max)
+	}
+	if def.minNeeds != "" && l.has(p+".min") && c.Args[def.minNeeds] == "" {
+		l.bad(p+".min", "%s reads min only with args.%s; add args.%s or remove min", c.Name, def.minNeeds, def.minNeeds)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Args)) {
+		ap := join(p+".args", k)
+		rule, ok := def.arg(k)
+		switch {
+		case !ok && len(def.args) == 0:
+			l.bad(ap, "unknown argument %q: %s takes no args", k, c.Name)
+		case !ok:
+			msg := fmt.Sprintf("unknown argument %q for %s; expected one of: %s", k, c.Name, strings.Join(def.argNames(), ", "))
+			if s := suggest(k, def.argNames()); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			l.bad(ap, "%s", msg)
+		case !rule.ok(c.Args[k]):
+			l.bad(ap, "expected %s, found %q", rule.expect, c.Args[k])
+		}
+	}
+}
+
+// bound lints a min or max against the check's unit: a physical check
+// needs its unit written, a count or generation a plain number.
+func (l *linter) bound(path string, q Quantity, def checkDef, which string, reads bool) {
+	if !l.has(path) {
+		return
+	}
+	name, u := def.spec.Name, def.spec.Unit
+	switch {
+	case !reads:
+		l.bad(path, "%s reads %s; remove %s", name, def.describeBounds(), which)
+	case u.Physical() && q.Unit == "":
+		l.bad(path, "%s needs a unit for %s (%s), e.g. %s", q, name, u.Words(), u.Example(q.String()))
+	case u.Physical() && q.Unit != u:
+		l.bad(path, "%s is in %s; %s needs %s, e.g. %s", q, q.Unit.Words(), name, u.Words(), u.Example(leadingNumber(q.String())))
+	case !u.Physical() && q.Unit != "":
+		l.bad(path, "%s takes a plain number (%s), found %s", name, u.Words(), q)
+	case u == UnitGeneration && (q.Value != math.Trunc(q.Value) || q.Value < 1 || q.Value > 6):
+		l.bad(path, "expected a PCIe generation from 1 to 6, found %s", q)
+	case u == UnitCount && q.Value != math.Trunc(q.Value):
+		l.bad(path, "expected a whole number (%s), found %s", u.Words(), q)
+	}
+}
+
+// leadingNumber is the number at the start of a quantity's text: 400 of 400GB/s.
+func leadingNumber(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.') })
+	if i <= 0 {
+		return "400"
+	}
+	return s[:i]
+}
+
+// drivers lints the driver pins: only the keys first boot reports.
+func (l *linter) drivers(d map[string]string) {
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		p := join("drivers", k)
+		switch {
+		case !slices.Contains(DriverKeys(), k):
+			msg := fmt.Sprintf("unknown driver %q; expected one of the versions first boot reports: %s", k, strings.Join(DriverKeys(), ", "))
+			if s := suggest(k, DriverKeys()); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			l.bad(p, "%s", msg)
+		case d[k] == "":
+			l.bad(p, "expected a pinned version, found an empty string")
+		}
+	}
+}
+
+// firmware lints the policy: known components, block or warn.
+func (l *linter) firmware(f *Firmware) {
+	for _, k := range slices.Sorted(maps.Keys(f.Policy)) {
+		p := join("firmware.policy", k)
+		switch pin, known := firmwarePin(f, k); {
+		case !known:
+			have := "none"
+			if len(f.Other) > 0 {
+				have = strings.Join(slices.Sorted(maps.Keys(f.Other)), ", ")
+			}
+			msg := fmt.Sprintf("unknown firmware component %q; expected bios, bmc, gpu, nic, or other.NAME for a key of firmware.other (have: %s)", k, have)
+			known := []string{"bios", "bmc", "gpu", "nic"}
+			for _, o := range slices.Sorted(maps.Keys(f.Other)) {
+				known = append(known, "other."+o)
+			}
+			if s := suggest(k, known); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			l.bad(p, "%s", msg)
+			continue
+		case pin == "":
+			l.warn(p, "firmware.%s is not pinned: this policy has nothing to act on", k)
+		}
+		if v := f.Policy[k]; v != FirmwareBlock && v != FirmwareWarn {
+			l.bad(p, "expected block or warn, found %q", v)
+		}
+	}
+}
+
+// firmwarePin returns the pinned version of a policy component and
+// whether the component exists.
+func firmwarePin(f *Firmware, component string) (string, bool) {
+	switch component {
+	case "bios":
+		return f.BIOS, true
+	case "bmc":
+		return f.BMC, true
+	case "gpu":
+		return f.GPU, true
+	case "nic":
+		return f.NIC, true
+	}
+	if name, ok := strings.CutPrefix(component, "other."); ok {
+		v, ok := f.Other[name]
+		return v, ok
+	}
+	return "", false
+}
