@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agent"
 	"github.com/ingot-dev/ingot/pkg/agent/firstboot"
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin"
 )
 
 // runFirstboot implements `ingot-agent firstboot`, run by the installed OS's
@@ -32,6 +34,7 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	cmdline := fs.String("cmdline", "/proc/cmdline", "kernel command line file to read ingot.server and ingot.firstboot from")
 	envFile := fs.String("env", api.FirstBootEnv, "file with INGOT_SERVER= and INGOT_FIRSTBOOT= lines, written by the agent")
 	root := fs.String("root", "/", "root of /proc, /sys and /etc to read")
+	planFile := fs.String("plan", api.BurnInPlanPath, "burn-in plan the agent wrote (JSON); absent: no burn-in")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,16 +70,34 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
 		return 1
 	}
+	report := api.FirstBoot{Software: sw}
+	if b, err := os.ReadFile(*planFile); err == nil {
+		var plan burnin.Plan
+		if err := json.Unmarshal(b, &plan); err != nil {
+			fmt.Fprintf(stdout, "ingot-agent: firstboot: burn-in plan %s: %v\n", *planFile, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "ingot-agent: burn-in: %d checks, duration %s, deadline %s\n", len(plan.Checks), plan.BurnIn.Duration, plan.BurnIn.Deadline())
+		r := burnin.Runner{Logf: func(f string, a ...any) { fmt.Fprintf(stdout, "ingot-agent: "+f+"\n", a...) }}
+		report.BurnIn = r.Run(ctx, plan)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	client := api.NewAgentClient(url, sec, nil)
-	if err := client.FirstBoot(ctx, api.FirstBoot{Software: sw}); err != nil {
+	if err := client.FirstBoot(ctx, report); err != nil {
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
 		return 1
 	}
-	// The secret is spent: remove it from the installed system.
-	if err := os.Remove(*envFile); err != nil && !os.IsNotExist(err) {
-		fmt.Fprintf(stdout, "ingot-agent: firstboot: removing %s: %v\n", *envFile, err)
+	// The secret is spent: remove it (and the plan) from the installed
+	// system. Only regular files the agent wrote: never a device such as
+	// --env /dev/null.
+	for _, f := range []string{*envFile, *planFile} {
+		if fi, err := os.Lstat(f); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		if err := os.Remove(f); err != nil {
+			fmt.Fprintf(stdout, "ingot-agent: firstboot: removing %s: %v\n", f, err)
+		}
 	}
 	var drivers []string
 	for k, v := range sw.Drivers {

@@ -351,6 +351,36 @@ func TestAgentFirstboot(t *testing.T) {
 	}
 }
 
+// With a burn-in plan the report carries a result for every burn-in check:
+// a tool the installed system lacks is a skipped check naming it, which the
+// engine fails unless the recipe marks it optional.
+func TestAgentFirstbootRunsBurnIn(t *testing.T) {
+	var got api.FirstBoot
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&got)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc/sys/kernel"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc/sys/kernel/osrelease"), []byte("6.1.0-40-amd64\n"), 0o644)
+	plan := filepath.Join(t.TempDir(), "burn-in.json")
+	os.WriteFile(plan, []byte(`{"checks":[{"name":"dcgm-diag"},{"name":"gpu-burn","min":"45000Gflop/s"}],"burn_in":{"duration":"1s"},"gpus":8}`), 0o644)
+	t.Setenv("PATH", t.TempDir()) // the installed system has none of the tools
+	code, out := runAgent(t, "firstboot", "--cmdline", "/dev/null", "--env", "/dev/null", "--server", srv.URL, "--secret", "mf_s",
+		"--root", root, "--plan", plan)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if len(got.BurnIn) != 2 || !got.BurnIn[0].Skipped || got.BurnIn[0].Detail != "dcgmi not found in the installed system" ||
+		!got.BurnIn[1].Skipped || !strings.Contains(got.BurnIn[1].Detail, "gpu_burn not found") {
+		t.Errorf("burn-in reported %+v", got.BurnIn)
+	}
+	if _, err := os.Stat(plan); !os.IsNotExist(err) {
+		t.Errorf("the burn-in plan is still there after the report (%v)", err)
+	}
+}
+
 // Without the secret the agent wrote, there is nothing to report with.
 func TestAgentFirstbootWithoutSecret(t *testing.T) {
 	root := t.TempDir()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,9 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agent/checks"
 	"github.com/ingot-dev/ingot/pkg/agent/imagewrite"
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
 // API is the part of api.AgentClient the agent uses.
@@ -43,8 +46,11 @@ type Agent struct {
 	// first-boot settings, FirstBootEnv); nil: the agent cannot, and a task
 	// that needs it fails at the image step.
 	InstallFile func(disk, path string, data []byte, mode os.FileMode) error
-	Image       *http.Client // fetches the image
-	Now         func() time.Time
+	// Self is this agent's binary, copied into the installed system for
+	// its burn-in; default /proc/self/exe.
+	Self  string
+	Image *http.Client // fetches the image
+	Now   func() time.Time
 }
 
 // Outcome is what the agent did and how the machine should be left.
@@ -119,7 +125,7 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 		}
 		out.Disk = disk
 		done.Disk, done.ImageSHA256, done.ImageBytes = disk, res.SHA256, res.Written
-		if err := a.installFirstBoot(task, disk); err != nil {
+		if err := a.installFirstBoot(task, disk, inv); err != nil {
 			return out, a.fail(ctx, api.StepImage, err, func(d *api.Done) { d.Disk = disk; d.ImageSHA256 = res.SHA256 })
 		}
 		if err := a.checks(ctx, task, inv); err != nil {
@@ -248,7 +254,10 @@ func (a *Agent) image(ctx context.Context, task api.Task) (imagewrite.Result, st
 
 // installFirstBoot writes the first-boot report's settings, with the job's
 // secret, into the installed system: without them its report is refused.
-func (a *Agent) installFirstBoot(task api.Task, disk string) error {
+// With burn-in checks it also writes the burn-in plan and installs this
+// agent binary there, for the first-boot service to run the burn-in with
+// the node's real driver stack (`ingot-agent firstboot`).
+func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Inventory) error {
 	if task.FirstBootSecret == "" {
 		return nil
 	}
@@ -256,11 +265,64 @@ func (a *Agent) installFirstBoot(task api.Task, disk string) error {
 		return errors.New("cannot write the first-boot secret into the installed system: this agent has no installer")
 	}
 	env := fmt.Sprintf("INGOT_SERVER=%s\nINGOT_MACHINE=%s\nINGOT_FIRSTBOOT=%s\n", a.Config.Server, task.MachineID, task.FirstBootSecret)
-	if err := a.InstallFile(disk, api.FirstBootEnv, []byte(env), 0o600); err != nil {
-		return fmt.Errorf("writing %s into the installed system on %s: %w", api.FirstBootEnv, disk, err)
+	files := []installFile{{api.FirstBootEnv, func() ([]byte, error) { return []byte(env), nil }, 0o600}}
+	if plan, ok := burnInPlan(task, disk, inv); ok {
+		files = append(files,
+			installFile{api.BurnInPlanPath, func() ([]byte, error) { return json.MarshalIndent(plan, "", "  ") }, 0o644},
+			installFile{api.AgentInstallPath, func() ([]byte, error) { return os.ReadFile(a.selfPath()) }, 0o755})
 	}
-	a.Console.Mark("first-boot settings written to %s on %s", api.FirstBootEnv, disk)
+	for _, f := range files {
+		b, err := f.data()
+		if err != nil {
+			return fmt.Errorf("preparing %s for the installed system: %w", f.path, err)
+		}
+		if err := a.InstallFile(disk, f.path, b, f.mode); err != nil {
+			return fmt.Errorf("writing %s into the installed system on %s: %w", f.path, disk, err)
+		}
+		a.Console.Mark("installed %s on %s (%d bytes)", f.path, disk, len(b))
+	}
 	return nil
+}
+
+// installFile is one file the agent puts into the installed system.
+type installFile struct {
+	path string
+	data func() ([]byte, error)
+	mode os.FileMode
+}
+
+// burnInPlan is the recipe's burn-in for the installed OS: its burn-in
+// checks, limits, the GPU count and the data disks (every disk but the one
+// the image went to).
+func burnInPlan(task api.Task, disk string, inv machine.Inventory) (burnin.Plan, bool) {
+	p := burnin.Plan{}
+	for _, c := range task.Checks {
+		if spec, ok := recipe.LookupCheck(c.Name); ok && spec.Stage == recipe.StageBurnIn {
+			p.Checks = append(p.Checks, c)
+		}
+	}
+	if len(p.Checks) == 0 {
+		return p, false
+	}
+	if task.BurnIn != nil {
+		p.BurnIn = *task.BurnIn
+	}
+	for _, g := range task.Expected.GPUs {
+		p.GPUs += g.Count
+	}
+	for _, d := range inv.Disks {
+		if dev := "/dev/" + strings.TrimPrefix(d.Name, "/dev/"); dev != disk {
+			p.DataDisks = append(p.DataDisks, dev)
+		}
+	}
+	return p, true
+}
+
+func (a *Agent) selfPath() string {
+	if a.Self != "" {
+		return a.Self
+	}
+	return "/proc/self/exe"
 }
 
 // progressPoster posts progress from its own goroutine, keeping only the

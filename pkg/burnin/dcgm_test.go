@@ -6,8 +6,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var dcgmDeployment = []string{"Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
-	"Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"}
+// dcgmDeployment lists DCGM 3's deployment tests in output order.
+func dcgmDeployment() []string {
+	return []string{"Denylist", "NVML Library", "CUDA Main Library", "Permissions and OS Blocks", "Persistence Mode",
+		"Environment Variables", "Page Retirement/Row Remap", "Graphics Processes", "Inforom"}
+}
 
 func gpus(st DCGMStatus, ids ...int) []DCGMEntityResult {
 	var out []DCGMEntityResult
@@ -20,7 +23,7 @@ func gpus(st DCGMStatus, ids ...int) []DCGMEntityResult {
 // dcgmV3Pass is testdata/dcgm/pass_v3.json.
 func dcgmV3Pass() DCGMResult {
 	r := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08"}
-	for _, n := range dcgmDeployment {
+	for _, n := range dcgmDeployment() {
 		r.Tests = append(r.Tests, DCGMTest{Category: "Deployment", Name: n, Status: DCGMPass,
 			Entities: []DCGMEntityResult{{ID: -1, Status: DCGMPass}}})
 	}
@@ -125,7 +128,7 @@ func TestParseDCGM(t *testing.T) {
 
 func TestParseDCGMText(t *testing.T) {
 	pass := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08"}
-	for _, n := range dcgmDeployment {
+	for _, n := range dcgmDeployment() {
 		pass.Tests = append(pass.Tests, DCGMTest{Category: "Deployment", Name: n, Status: DCGMPass})
 	}
 	for _, c := range [][2]string{{"Integration", "PCIe"}, {"Hardware", "GPU Memory"}, {"Hardware", "Diagnostic"},

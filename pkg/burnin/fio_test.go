@@ -77,7 +77,7 @@ func TestParseFio(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseFio(tc.in)
 			checkErr(t, toolFio, err, tc.err)
-			if d := cmp.Diff(tc.want, fioViews(got), approx); d != "" {
+			if d := cmp.Diff(tc.want, fioViews(got), approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 			if got.Passed() != tc.passed {

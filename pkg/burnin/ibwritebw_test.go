@@ -47,10 +47,10 @@ func TestParseIBWriteBW(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseIBWriteBW(tc.in)
 			checkErr(t, toolIBWriteBW, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
-			if d := cmp.Diff(tc.max, got.MaxAvgBitsPerSec(), approx); d != "" {
+			if d := cmp.Diff(tc.max, got.MaxAvgBitsPerSec(), approx()); d != "" {
 				t.Errorf("MaxAvgBitsPerSec (-want +got):\n%s", d)
 			}
 		})

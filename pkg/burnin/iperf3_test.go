@@ -34,7 +34,7 @@ func TestParseIperf3(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseIperf3(tc.in)
 			checkErr(t, toolIperf3, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 		})

@@ -8,7 +8,7 @@ import (
 )
 
 // approx compares floats that went through unit conversion.
-var approx = cmpopts.EquateApprox(1e-12, 0)
+func approx() cmp.Option { return cmpopts.EquateApprox(1e-12, 0) }
 
 func ncclRowOf(size int64, oop, ip [4]float64) NCCLRow {
 	m := func(v [4]float64) NCCLMeasure {
@@ -70,13 +70,13 @@ func TestParseNCCL(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseNCCL(tc.in)
 			checkErr(t, toolNCCL, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 			if got.Passed() != tc.passed {
 				t.Errorf("Passed() = %v, want %v", got.Passed(), tc.passed)
 			}
-			if d := cmp.Diff(tc.maxBus1, got.MaxBusBW(1<<30), approx); d != "" {
+			if d := cmp.Diff(tc.maxBus1, got.MaxBusBW(1<<30), approx()); d != "" {
 				t.Errorf("MaxBusBW(1 GiB) (-want +got):\n%s", d)
 			}
 		})

@@ -92,7 +92,7 @@ func TestParseNVBandwidth(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseNVBandwidth(tc.in)
 			checkErr(t, toolNVBandwidth, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 		})

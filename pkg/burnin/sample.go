@@ -13,7 +13,7 @@ const (
 
 var (
 	smiBusRe  = regexp.MustCompile(`^([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])$`)
-	smiLostRe = regexp.MustCompile(`^Unable to determine the device handle for (?:GPU)?\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (.*)$`)
+	smiLostRe = regexp.MustCompile(`^Unable to determine the device handle for (?:GPU)?\s*([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (.*)$`)
 	// "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=..., GPU has fallen off the bus."
 	xidRe     = regexp.MustCompile(`NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\): (\d+),\s*(.*)$`)
 	xidPIDRe  = regexp.MustCompile(`^pid=('?<unknown>'?|\d+),\s*`)

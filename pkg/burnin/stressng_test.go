@@ -58,7 +58,7 @@ func TestParseStressNG(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseStressNG(tc.in)
 			checkErr(t, toolStressNG, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 			if got.Passed() != tc.passed {
@@ -99,7 +99,7 @@ func TestParseStressNGYAML(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseStressNGYAML(tc.in)
 			checkErr(t, toolStressNG, err, tc.err)
-			if d := cmp.Diff(tc.want, got, approx); d != "" {
+			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 		})

@@ -311,12 +311,10 @@ func (e *Engine) verifyBIOS(ctx context.Context, machineID string, r *recipe.Rec
 // restore split by phase.
 func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 	now := e.now()
-	var restore string
-	e.mu.Lock()
-	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+	done := func(j *store.Job) (string, error) {
 		st, err := decodeStatus(j)
 		if err != nil {
-			return err
+			return "", err
 		}
 		endPhase(&st, phaseOf(j.Step), now)
 		start := j.Created
@@ -324,15 +322,28 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 			start = p.Start
 		}
 		st.Restore = now.Sub(start)
-		restore = formatPhases(st)
 		j.State, j.Step, j.Updated = store.JobSucceeded, "done", now
-		return encodeStatus(j, st)
-	})
-	e.mu.Unlock()
+		return formatPhases(st), encodeStatus(j, st)
+	}
+	// The machine turns ready before its job reads succeeded, so nobody who
+	// sees the job done finds the machine still verifying. A crash between
+	// the two leaves the job running at verify: it then times out and fails
+	// the machine, the safe side.
+	cur, err := e.store.GetJob(ctx, jobID)
 	if err != nil {
 		return err
 	}
-	if err := e.setState(ctx, machineID, machine.StateReady, "verified against its recipe; "+restore, map[string]string{"job": j.ID}); err != nil {
+	restore, err := done(cur)
+	if err != nil {
+		return err
+	}
+	if err := e.setState(ctx, machineID, machine.StateReady, "verified against its recipe; "+restore, map[string]string{"job": jobID}); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error { _, err := done(j); return err })
+	e.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	e.deleteCredentials(ctx, j.ID)

@@ -5,12 +5,11 @@ package lab_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +126,10 @@ func TestE2ELab(t *testing.T) {
 		}
 	})
 
+	t.Run("forged agent refused", func(t *testing.T) {
+		requireForgeryRefused(t, ctx, l, bios)
+	})
+
 	t.Run("SIGKILL during image write", func(t *testing.T) {
 		jobs, err := l.Start(ctx, bios.Name)
 		if err != nil {
@@ -235,22 +238,143 @@ func hasEvent(evs []machine.Event, kind string) bool {
 	return false
 }
 
-// requireDiskHoldsImage checks from the host that the VM's disk starts with
-// the pinned raw image, byte for byte.
+// requireForgeryRefused: a second host on the boot network (another address
+// in the lab namespace) fetches the provisioning VM's iPXE script and
+// replays the agent API with the boot credential it sniffed from the VM's
+// boot (its kernel command line). Every call is refused, each refusal is a
+// security event, and the VM still reaches ready.
+func requireForgeryRefused(t *testing.T, ctx context.Context, l *lab.Lab, vm lab.VM) {
+	t.Helper()
+	const intruder = "10.77.0.200"
+	inNS := func(args ...string) (string, error) {
+		out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", l.State.Namespace}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := inNS("ip", "addr", "add", intruder+"/24", "dev", lab.Bridge); err != nil {
+		t.Fatalf("adding the intruder's address: %v: %s", err, out)
+	}
+	defer inNS("ip", "addr", "del", intruder+"/24", "dev", lab.Bridge)
+	before, _ := os.Stat(vm.Console)
+	jobs, err := l.Start(ctx, vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokRE := regexp.MustCompile(`ingot\.token=(\S+)`)
+	var boot string
+	for boot == "" {
+		b, _ := os.ReadFile(vm.Console)
+		if m := tokRE.FindAllSubmatch(b[before.Size():], -1); len(m) > 0 {
+			boot = string(m[len(m)-1][1])
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the VM's console never showed its kernel command line")
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	curl := func(method, path, token, body string) string {
+		args := []string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", intruder, "-X", method}
+		if token != "" {
+			args = append(args, "-H", "Authorization: Bearer "+token)
+		}
+		if body != "" {
+			args = append(args, "-H", "Content-Type: application/json", "--data", body)
+		}
+		out, _ := inNS(append(args, l.State.ServerURL+path)...)
+		return out
+	}
+	script, _ := inNS("curl", "-s", "--interface", intruder, l.State.ServerURL+"/ipxe?mac="+vm.MAC+"&arch=bios")
+	if strings.Contains(script, "ingot.token=") {
+		t.Errorf("the intruder got a credential in its iPXE script:\n%s", script)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/agent/exchange", "{}"},
+		{"GET", "/api/v1/agent/task", ""},
+		{"POST", "/api/v1/agent/inventory", `{"source":"agent"}`},
+		{"POST", "/api/v1/agent/checks", `[{"name":"memory-size","ok":true}]`},
+		{"POST", "/api/v1/agent/done", `{"step":"checks","ok":true}`},
+		{"POST", "/api/v1/agent/firstboot", `{"kernel":"6.1"}`},
+	} {
+		if code := curl(c.method, c.path, boot, c.body); code != "401" && code != "403" {
+			t.Errorf("%s %s from %s with the VM's boot credential: HTTP %s, want 401 or 403", c.method, c.path, intruder, code)
+		}
+	}
+	res, err := l.Follow(ctx, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireReady(t, ctx, l, res[0])
+	evs, _ := l.Events(ctx, vm.Name)
+	if !hasEvent(evs, "security") {
+		t.Errorf("%s: no security event for the replayed credential", vm.Name)
+	}
+}
+
+// requireDiskHoldsImage checks the VM's disk holds the image: byte for byte
+// outside the root partition (the agent writes the first-boot settings into
+// it, and the first boot deletes them), and a root filesystem from which the
+// first-boot secret is gone after use.
 func requireDiskHoldsImage(t *testing.T, vm lab.VM, p lab.Pins) {
 	t.Helper()
+	img, err := os.ReadFile(p.ImageRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, end := rootPartition(t, img)
 	f, err := os.Open(vm.Disk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.CopyN(h, f, p.RawSize); err != nil {
+	disk := make([]byte, p.RawSize)
+	if _, err := io.ReadFull(f, disk); err != nil {
 		t.Fatal(err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != p.RawSHA256 {
-		t.Fatalf("%s: disk's first %d bytes hash to %s, want the image's %s", vm.Name, p.RawSize, got, p.RawSHA256)
+	for _, r := range [][2]int64{{0, start}, {end, p.RawSize}} {
+		if !bytes.Equal(disk[r[0]:r[1]], img[r[0]:r[1]]) {
+			t.Fatalf("%s: disk bytes %d-%d differ from the image's (outside the root partition %d-%d)", vm.Name, r[0], r[1], start, end)
+		}
 	}
+	if _, err := exec.LookPath("debugfs"); err != nil {
+		return
+	}
+	root := filepath.Join(t.TempDir(), "root.ext4")
+	if err := os.WriteFile(root, disk[start:end], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command("debugfs", "-R", "ls -l /etc/ingot", root).CombinedOutput()
+	if strings.Contains(string(out), "firstboot.env") {
+		t.Errorf("%s: /etc/ingot/firstboot.env is still on the root partition after the first boot:\n%s", vm.Name, out)
+	}
+}
+
+// rootPartition returns the byte range of the image's last GPT partition
+// (the lab image's root; the ESP comes first).
+func rootPartition(t *testing.T, img []byte) (int64, int64) {
+	t.Helper()
+	le := func(b []byte) int64 {
+		var v int64
+		for i := 7; i >= 0; i-- {
+			v = v<<8 | int64(b[i])
+		}
+		return v
+	}
+	if len(img) < 2*512 || string(img[512:520]) != "EFI PART" {
+		t.Fatal("the lab image has no GPT header at LBA 1")
+	}
+	entries, n, size := le(img[512+72:]), int64(uint32(le(img[512+80:]))), int64(uint32(le(img[512+84:])))
+	var start, end int64
+	for i := int64(0); i < n; i++ {
+		e := img[entries*512+i*size:]
+		if first, last := le(e[32:]), le(e[40:]); first != 0 {
+			start, end = first*512, (last+1)*512
+		}
+	}
+	if end == 0 || end > int64(len(img)) {
+		t.Fatalf("no root partition in the lab image's GPT (last %d)", end)
+	}
+	return start, end
 }
 
 func tail(b []byte, n int) string {

@@ -1,0 +1,162 @@
+package burnin
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+// fakeNode answers the runner's programs with fixture outputs, as the
+// node's installed tools would. dmesg returns before the first call and
+// after for the rest, so a load can "cause" Xid errors.
+type fakeNode struct {
+	t       *testing.T
+	missing map[string]bool
+	out     map[string]string // program -> fixture path under testdata
+	after   string            // dmesg fixture once a load ran
+	mu      sync.Mutex
+	calls   []string
+	dmesgs  int
+}
+
+func (f *fakeNode) lookPath(bin string) (string, error) {
+	if f.missing[bin] {
+		return "", errors.New("not found")
+	}
+	return "/usr/bin/" + bin, nil
+}
+
+func (f *fakeNode) exec(_ context.Context, name string, args ...string) ([]byte, error) {
+	bin := name[strings.LastIndex(name, "/")+1:]
+	f.mu.Lock()
+	f.calls = append(f.calls, bin+" "+strings.Join(args, " "))
+	fx := f.out[bin]
+	if bin == "dmesg" {
+		f.dmesgs++
+		if f.dmesgs > 1 && f.after != "" {
+			fx = f.after
+		}
+	}
+	f.mu.Unlock()
+	if fx == "" {
+		return nil, errors.New(bin + ": no fixture")
+	}
+	return fixture(f.t, fx), nil
+}
+
+func passingNode(t *testing.T) *fakeNode {
+	return &fakeNode{t: t, missing: map[string]bool{}, out: map[string]string{
+		"dcgmi": "dcgm/pass_v4.json", "gpu_burn": "gpuburn/pass.txt", "all_reduce_perf": "nccl/pass.txt",
+		"nvbandwidth": "nvbandwidth/pass.txt", "stress-ng": "stressng/pass.txt", "fio": "fio/pass.json",
+		"nvidia-smi": "samples/pass.txt", "dmesg": "xid/pass.txt",
+	}}
+}
+
+func mustQ(t *testing.T, s string) recipe.Quantity {
+	q, err := recipe.ParseQuantity(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestRunnerVerdicts(t *testing.T) {
+	plan := func(t *testing.T) Plan {
+		return Plan{GPUs: 2, DataDisks: []string{"/dev/nvme1n1"}, BurnIn: recipe.BurnIn{Duration: recipe.Duration(time.Minute), MaxGPUTempC: 87},
+			Checks: []recipe.Check{
+				{Name: "dcgm-diag", Args: map[string]string{"level": "3"}},
+				{Name: "gpu-burn", Min: mustQ(t, "200Tflop/s")},
+				{Name: "nccl-allreduce", Min: mustQ(t, "400GB/s")},
+				{Name: "nvbandwidth", Min: mustQ(t, "4000GB/s")},
+				{Name: "stress-ng"},
+				{Name: "fio", Min: mustQ(t, "1GB/s")},
+				{Name: "iperf3", Min: mustQ(t, "375Gbps")},
+			}}
+	}
+	cases := map[string]struct {
+		edit func(*fakeNode, *Plan)
+		want map[string]string // check -> "ok", "skipped: TEXT" or "fail: TEXT"
+	}{
+		"every tool passes": {func(*fakeNode, *Plan) {}, map[string]string{
+			"dcgm-diag": "ok", "gpu-burn": "ok", "nccl-allreduce": "ok", "nvbandwidth": "ok", "stress-ng": "ok", "fio": "ok",
+			"iperf3": "skipped: needs a peer node"}},
+		"a tool missing did not run": {func(f *fakeNode, _ *Plan) { f.missing["dcgmi"] = true }, map[string]string{
+			"dcgm-diag": "skipped: dcgmi not found in the installed system"}},
+		"a FAULTY gpu-burn line fails": {func(f *fakeNode, _ *Plan) { f.out["gpu_burn"] = "gpuburn/fail.txt" }, map[string]string{
+			"gpu-burn": "fail: FAULTY"}},
+		"bus bandwidth under threshold": {func(_ *fakeNode, p *Plan) { p.Checks[2].Min = mustQ(t, "460GB/s") }, map[string]string{
+			"nccl-allreduce": "fail: want at least 460GB/s"}},
+		"fewer GPUs than the recipe": {func(_ *fakeNode, p *Plan) { p.GPUs = 8 }, map[string]string{
+			"gpu-burn": "fail: tested 2 GPUs, the recipe has 8"}},
+		"too hot under load": {func(f *fakeNode, p *Plan) { p.BurnIn.MaxGPUTempC = 60 }, map[string]string{
+			"gpu-burn": "fail: (max_gpu_temp_c 60)"}},
+		"xid errors during the load": {func(f *fakeNode, _ *Plan) { f.after = "xid/fail.txt" }, map[string]string{
+			"dcgm-diag": "fail: Xid errors during the load"}},
+		"dcgm failure": {func(f *fakeNode, _ *Plan) { f.out["dcgmi"] = "dcgm/fail_v4.json" }, map[string]string{
+			"dcgm-diag": "fail: dcgmi diag failed"}},
+		"truncated output names the tool": {func(f *fakeNode, _ *Plan) { f.out["all_reduce_perf"] = "nccl/truncated.txt" }, map[string]string{
+			"nccl-allreduce": "fail: nccl"}},
+		"no data disks": {func(_ *fakeNode, p *Plan) { p.DataDisks = nil }, map[string]string{
+			"fio": "skipped: no data disks"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f, p := passingNode(t), plan(t)
+			c.edit(f, &p)
+			r := Runner{LookPath: f.lookPath, Exec: f.exec, Every: time.Hour}
+			got := map[string]api.CheckResult{}
+			for _, res := range r.Run(context.Background(), p) {
+				got[res.Name] = res
+			}
+			for check, want := range c.want {
+				res, ok := got[check]
+				if !ok {
+					t.Fatalf("no result for %s", check)
+				}
+				kind, text, _ := strings.Cut(want, ": ")
+				switch {
+				case kind == "ok" && (!res.OK || res.Skipped):
+					t.Errorf("%s: %+v, want ok", check, res)
+				case kind == "skipped" && (!res.Skipped || res.OK || !strings.Contains(res.Detail, text)):
+					t.Errorf("%s: %+v, want skipped saying %q", check, res, text)
+				case kind == "fail" && (res.OK || res.Skipped || !strings.Contains(res.Detail, text)):
+					t.Errorf("%s: %+v, want a failure saying %q", check, res, text)
+				}
+			}
+		})
+	}
+}
+
+// The numbers are kept, in the check's unit, with the load's temperatures
+// and power.
+func TestRunnerKeepsNumbers(t *testing.T) {
+	f := passingNode(t)
+	r := Runner{LookPath: f.lookPath, Exec: f.exec, Every: time.Hour}
+	res := r.Run(context.Background(), Plan{GPUs: 2, BurnIn: recipe.BurnIn{Duration: recipe.Duration(90 * time.Second)},
+		Checks: []recipe.Check{{Name: "gpu-burn"}, {Name: "nccl-allreduce"}}})
+	burn, nccl := res[0], res[1]
+	if burn.Value < 280e12 || burn.Value > 300e12 {
+		t.Errorf("gpu-burn value %g flop/s, want the slowest GPU's best rate (~289 Tflop/s)", burn.Value)
+	}
+	if nccl.Value < 427e9 || nccl.Value > 428e9 {
+		t.Errorf("nccl value %g bytes/s, want the best bus bandwidth at >= 1 GiB (427.61 GB/s)", nccl.Value)
+	}
+	if burn.Metrics["max_gpu_temp_c"] <= 0 || burn.Metrics["max_gpu_power_w"] <= 0 {
+		t.Errorf("gpu-burn metrics %v: want the sampled temperature and power", burn.Metrics)
+	}
+	var sawBurn bool
+	for _, c := range f.calls {
+		if c == "gpu_burn 90" {
+			sawBurn = true
+		}
+	}
+	if !sawBurn {
+		t.Errorf("calls %q: want gpu_burn run for the burn-in duration (90 s)", f.calls)
+	}
+}
