@@ -84,6 +84,20 @@ type NIC struct {
 	SpeedMbps int    `json:"speed_mbps,omitempty"`
 	LinkUp    bool   `json:"link_up,omitempty"`
 	Firmware  string `json:"firmware,omitempty"`
+	// Boot: the agent reached ingot over this port (the network the
+	// machine boots on, which recipes call the management network).
+	Boot bool `json:"boot,omitempty"`
+	// LLDP is what the switch port announced, when it sends LLDP.
+	LLDP *LLDPNeighbor `json:"lldp,omitempty"`
+}
+
+// LLDPNeighbor is the switch port a NIC is cabled to, from its LLDP frames.
+type LLDPNeighbor struct {
+	ChassisID  string `json:"chassis_id,omitempty"`
+	PortID     string `json:"port_id,omitempty"`
+	PortDescr  string `json:"port_descr,omitempty"`
+	SystemName string `json:"system_name,omitempty"`
+	VLAN       int    `json:"vlan,omitempty"` // port VLAN ID (IEEE 802.1 TLV), 0 when not sent
 }
 
 // Disk is one block device.
