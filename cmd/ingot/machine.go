@@ -23,7 +23,7 @@ const machineUsage = `Usage: ingot machine COMMAND
 
 Commands:
   add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF]
-      [--recipe R] [--rack R] [--location L] [--ip A]
+      [--recipe R] [--rack R] [--index N] [--location L] [--ip A]
                       enroll a machine (state: enrolled)
   ls [--recipe R] [--state S]
                       list machines
@@ -193,7 +193,7 @@ func operatorActor(e *env) string {
 }
 
 func runMachineAdd(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine add", "machine add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--recipe R] [--rack R] [--location L] [--ip A]")
+	fs := e.flagSet("machine add", "machine add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--recipe R] [--rack R] [--index N] [--location L] [--ip A]")
 	sf := addStoreCLIFlags(fs)
 	var macs repeatedFlag
 	fs.Var(&macs, "mac", "MAC address of a boot NIC (repeat for more)")
@@ -203,6 +203,7 @@ func runMachineAdd(ctx context.Context, e *env, args []string) error {
 	recipeName := fs.String("recipe", "", "recipe (server class) to assign")
 	recipes := fs.String("recipes", "recipes", "folder holding RECIPE.yaml files, checked when --recipe is set")
 	rack := fs.String("rack", "", "rack")
+	index := fs.Int("index", 0, "the machine's index in its rack ({index} of the recipe's network.hostname)")
 	location := fs.String("location", "", "free-form location: row/rack/unit")
 	ip := fs.String("ip", "", "reserved IPv4 address")
 	pos, err := parseWithArgs(e, fs, args)
@@ -212,7 +213,7 @@ func runMachineAdd(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(fs, pos, "NAME"); err != nil {
 		return fmt.Errorf("machine add: %w", err)
 	}
-	m := machine.Machine{Name: pos[0], Serial: *serial, Rack: *rack, Location: *location, Recipe: *recipeName,
+	m := machine.Machine{Name: pos[0], Serial: *serial, Rack: *rack, Index: *index, Location: *location, Recipe: *recipeName,
 		BMC: machine.BMC{Endpoint: *bmc, CredentialRef: *bmcCred}, State: machine.StateEnrolled}
 	if err := checkMachineInput(&m, macs, *ip); err != nil {
 		return fmt.Errorf("machine add: %w", err)

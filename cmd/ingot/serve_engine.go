@@ -106,4 +106,11 @@ func (b engineBMC) VerifyBIOS(ctx context.Context, want map[string]any) ([]strin
 	}
 	return out, err
 }
+func (b engineBMC) SetBootMode(ctx context.Context, mode string) error {
+	return b.c.SetBootMode(ctx, mode)
+}
+func (b engineBMC) BootState(ctx context.Context) (engine.BootState, error) {
+	st, err := b.c.GetBootState(ctx)
+	return engine.BootState{Power: st.Power, Target: st.Target, Enabled: st.Enabled, Mode: st.Mode}, err
+}
 func (b engineBMC) Close() error { return b.c.Close() }

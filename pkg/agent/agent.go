@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,7 +266,21 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 		return errors.New("cannot write the first-boot secret into the installed system: this agent has no installer")
 	}
 	env := fmt.Sprintf("INGOT_SERVER=%s\nINGOT_MACHINE=%s\nINGOT_FIRSTBOOT=%s\n", a.Config.Server, task.MachineID, task.FirstBootSecret)
-	files := []installFile{{api.FirstBootEnv, func() ([]byte, error) { return []byte(env), nil }, 0o600}}
+	files := []installFile{{api.FirstBootEnv, constant(env), 0o600}}
+	if task.Hostname != "" {
+		files = append(files, installFile{"/etc/hostname", constant(task.Hostname + "\n"), 0o644})
+	}
+	if task.CloudInit != "" {
+		// A NoCloud seed: cloud-init's first boot of this instance runs it.
+		sum := sha256.Sum256([]byte(task.FirstBootSecret))
+		meta := fmt.Sprintf("instance-id: ingot-%s-%x\n", task.MachineID, sum[:4])
+		if task.Hostname != "" {
+			meta += "local-hostname: " + task.Hostname + "\n"
+		}
+		files = append(files,
+			installFile{api.CloudInitSeed + "/user-data", constant(task.CloudInit), 0o600},
+			installFile{api.CloudInitSeed + "/meta-data", constant(meta), 0o644})
+	}
 	if plan, ok := burnInPlan(task, disk, inv); ok {
 		files = append(files,
 			installFile{api.BurnInPlanPath, func() ([]byte, error) { return json.MarshalIndent(plan, "", "  ") }, 0o644},
@@ -283,6 +298,8 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 	}
 	return nil
 }
+
+func constant(s string) func() ([]byte, error) { return func() ([]byte, error) { return []byte(s), nil } }
 
 // installFile is one file the agent puts into the installed system.
 type installFile struct {

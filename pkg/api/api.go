@@ -130,7 +130,17 @@ type Task struct {
 	// burn-in checks, into the installed system (BurnInPlanPath), whose
 	// first-boot service runs them with the node's real driver stack.
 	BurnIn *recipe.BurnIn `json:"burn_in,omitempty"`
+	// Hostname is the machine's name from the recipe's network.hostname:
+	// the agent writes it to /etc/hostname of the installed system.
+	Hostname string `json:"hostname,omitempty"`
+	// CloudInit is the recipe's first_boot.cloud_init user data: the agent
+	// writes it as a NoCloud seed (CloudInitSeed) into the installed system.
+	CloudInit string `json:"cloud_init,omitempty"`
 }
+
+// CloudInitSeed is the NoCloud seed folder the agent writes (user-data,
+// meta-data) in the installed system; cloud-init reads it on first boot.
+const CloudInitSeed = "/var/lib/cloud/seed/nocloud"
 
 // BurnInPlanPath is where the agent writes the burn-in plan (burnin.Plan,
 // JSON) in the installed system, and AgentInstallPath where it installs

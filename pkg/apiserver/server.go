@@ -511,6 +511,10 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 			}
 		}
 		out.Checks, out.Expected, out.BurnIn = rc.Acceptance.Checks, rc.Hardware, rc.Acceptance.BurnIn
+		out.Hostname = t.Hostname
+		if fb := rc.OS.FirstBoot; fb != nil {
+			out.CloudInit = fb.CloudInit
+		}
 		out.Handoff, out.Cmdline = api.Handoff(rc.OS.Handoff), rc.OS.Cmdline
 	}
 	writeJSON(w, 200, out)

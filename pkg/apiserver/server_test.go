@@ -31,8 +31,12 @@ func (nopBMC) PowerCycle(context.Context) error                             { re
 func (nopBMC) SetBootOverride(context.Context, string, string, bool) error  { return nil }
 func (nopBMC) ApplyBIOS(context.Context, map[string]any) error              { return nil }
 func (nopBMC) VerifyBIOS(context.Context, map[string]any) ([]string, error) { return nil, nil }
-func (nopBMC) Close() error                                                 { return nil }
-func dialNop(context.Context, *machine.Machine) (engine.BMC, error)         { return nopBMC{}, nil }
+func (nopBMC) SetBootMode(context.Context, string) error                    { return nil }
+func (nopBMC) BootState(context.Context) (engine.BootState, error) {
+	return engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once", Mode: "UEFI"}, nil
+}
+func (nopBMC) Close() error                                         { return nil }
+func dialNop(context.Context, *machine.Machine) (engine.BMC, error) { return nopBMC{}, nil }
 
 type fixture struct {
 	s        store.Store

@@ -58,16 +58,16 @@ func link(raw []byte, key string) string {
 	return l.ID
 }
 
-// hasBootOverride reports whether a System's Boot object has a
-// BootSourceOverrideTarget (HPE Cray EX has Boot with only BootOrder).
-func hasBootOverride(raw []byte) bool {
+// hasBootProperty reports whether a System's Boot object has the property
+// (HPE Cray EX has Boot with only BootOrder: no BootSourceOverrideTarget).
+func hasBootProperty(raw []byte, name string) bool {
 	var m struct {
 		Boot map[string]json.RawMessage `json:"Boot"`
 	}
 	if json.Unmarshal(raw, &m) != nil {
 		return false
 	}
-	_, ok := m.Boot["BootSourceOverrideTarget"]
+	_, ok := m.Boot[name]
 	return ok
 }
 

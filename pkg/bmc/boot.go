@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -27,7 +28,7 @@ func (c *Client) SetBootOverride(ctx context.Context, target, uri string, once b
 	if err != nil {
 		return c.wrap(op, err)
 	}
-	if !hasBootOverride(sys.RawData) {
+	if !hasBootProperty(sys.RawData, "BootSourceOverrideTarget") {
 		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
 			Err: fmt.Errorf("system %s has no Boot.BootSourceOverrideTarget: this BMC offers no boot override", sys.ODataID)}
 	}
@@ -80,4 +81,89 @@ func (c *Client) GetBootOverride(ctx context.Context) (BootOverride, error) {
 		b.Allowed = append(b.Allowed, string(a))
 	}
 	return b, nil
+}
+
+// Boot modes, as Redfish's BootSourceOverrideMode names them.
+const (
+	ModeUEFI   = "UEFI"
+	ModeLegacy = "Legacy"
+)
+
+// SetBootMode sets the firmware boot mode (UEFI or Legacy) through the
+// boot override's BootSourceOverrideMode. Vendor fallback: a BMC whose Boot
+// has no BootSourceOverrideMode (Dell iDRAC, HPE iLO with some firmware)
+// keeps the mode in the BIOS attribute BootMode ("Uefi", or "Bios" on Dell /
+// "LegacyBios" on HPE), staged like any BIOS attribute for the next reset.
+func (c *Client) SetBootMode(ctx context.Context, mode string) error {
+	op := "setting boot mode " + mode
+	if mode != ModeUEFI && mode != ModeLegacy {
+		return &Error{Kind: KindInvalid, Endpoint: c.cfg.Endpoint, Op: op, Err: errors.New("expected UEFI or Legacy")}
+	}
+	sys, err := c.system(ctx)
+	if err != nil {
+		return c.wrap(op, err)
+	}
+	if hasBootProperty(sys.RawData, "BootSourceOverrideMode") {
+		b := &schemas.Boot{BootSourceOverrideTarget: sys.Boot.BootSourceOverrideTarget,
+			BootSourceOverrideEnabled: sys.Boot.BootSourceOverrideEnabled, BootSourceOverrideMode: schemas.BootSourceOverrideMode(mode)}
+		return c.wrap(op, sys.SetBoot(b))
+	}
+	attrs, err := c.Attributes(ctx)
+	if err != nil {
+		return c.wrap(op, err)
+	}
+	cur, ok := attrs["BootMode"].(string)
+	if !ok {
+		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
+			Err: errors.New("the system has neither Boot.BootSourceOverrideMode nor a BootMode BIOS attribute")}
+	}
+	_, err = c.ApplyBIOS(ctx, map[string]any{"BootMode": biosBootMode(mode, cur)})
+	return err
+}
+
+// biosBootMode is the BootMode attribute value for mode, in the vendor's
+// spelling of the current value.
+func biosBootMode(mode, cur string) string {
+	if mode == ModeUEFI {
+		return "Uefi"
+	}
+	if cur == "LegacyBios" {
+		return cur
+	}
+	if strings.EqualFold(cur, "Uefi") {
+		return "LegacyBios" // HPE; Dell spells it Bios, set by hand where it differs
+	}
+	return cur
+}
+
+// BootState is what the engine confirms after a handoff: power, the boot
+// override and the firmware boot mode.
+type BootState struct {
+	Power   string `json:"power"`   // On, Off, ...
+	Target  string `json:"target"`  // Pxe, Hdd, None, ...
+	Enabled string `json:"enabled"` // Disabled, Once, Continuous
+	Mode    string `json:"mode"`    // UEFI, Legacy; "" when the BMC does not say
+}
+
+// GetBootState reads power, boot override and boot mode in one GET (the
+// BIOS's BootMode attribute when the Boot object has no mode).
+func (c *Client) GetBootState(ctx context.Context) (BootState, error) {
+	sys, err := c.system(ctx)
+	if err != nil {
+		return BootState{}, c.wrap("reading boot state", err)
+	}
+	st := BootState{Power: string(sys.PowerState), Target: string(sys.Boot.BootSourceOverrideTarget),
+		Enabled: string(sys.Boot.BootSourceOverrideEnabled), Mode: string(sys.Boot.BootSourceOverrideMode)}
+	if !hasBootProperty(sys.RawData, "BootSourceOverrideMode") {
+		st.Mode = ""
+		if attrs, err := c.Attributes(ctx); err == nil {
+			if m, ok := attrs["BootMode"].(string); ok {
+				st.Mode = ModeLegacy
+				if strings.EqualFold(m, "Uefi") {
+					st.Mode = ModeUEFI
+				}
+			}
+		}
+	}
+	return st, nil
 }

@@ -17,7 +17,7 @@ func FuzzNormalize(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = link(b, "Bios")
 		_ = processorLinks(b, "Memory")
-		_ = hasBootOverride(b)
+		_ = hasBootProperty(b, "BootSourceOverrideTarget")
 		var p schemas.Processor
 		if json.Unmarshal(b, &p) == nil {
 			_ = normGPU(&p)

@@ -278,3 +278,31 @@ func TestRotatePasswordOfAnotherAccount(t *testing.T) {
 	cfg.Username, cfg.Password = "root", "admin-N3W"
 	closeAndCheckSessions(t, dial(t, cfg), b)
 }
+
+func TestBootMode(t *testing.T) {
+	for _, mode := range []string{bmc.ModeLegacy, bmc.ModeUEFI} {
+		t.Run(mode, func(t *testing.T) {
+			b, url := startBMC(t, "dmtf-public-rackmount1", vbmc.Faults{})
+			c := dial(t, testConfig(url))
+			defer closeAndCheckSessions(t, c, b)
+			ctx := ctxT(t)
+			if err := c.SetBootMode(ctx, mode); err != nil {
+				t.Fatalf("SetBootMode(%s): %v", mode, err)
+			}
+			st, err := c.GetBootState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Mode != mode || st.Power == "" {
+				t.Errorf("boot state %+v after SetBootMode(%s)", st, mode)
+			}
+		})
+	}
+	b, url := startBMC(t, "dmtf-public-rackmount1", vbmc.Faults{})
+	c := dial(t, testConfig(url))
+	defer closeAndCheckSessions(t, c, b)
+	var be *bmc.Error
+	if err := c.SetBootMode(ctxT(t), "CSM"); !errors.As(err, &be) || be.Kind != bmc.KindInvalid {
+		t.Errorf("SetBootMode(CSM): %v, want an invalid-argument error", err)
+	}
+}

@@ -73,6 +73,7 @@ func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
 	for _, n := range r.Hardware.NICs {
 		fs.nics(inv.NICs, n)
 	}
+	fs.network(inv.NICs, r.Hardware.NICs, r.Network)
 	if r.Hardware.PSUs != nil {
 		fs.psus(inv.PSUs, *r.Hardware.PSUs)
 	}

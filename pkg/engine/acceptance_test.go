@@ -58,3 +58,33 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+func TestInstalledMismatches(t *testing.T) {
+	r := &recipe.Recipe{Name: "gpu", Network: recipe.Network{Hostname: "h100-{rack}-{index:02d}"},
+		OS: recipe.OS{FirstBoot: &recipe.FirstBoot{CloudInit: "#cloud-config\n"}}}
+	m := &machine.Machine{Name: "n1", Rack: "r12", Index: 3}
+	cases := map[string]struct {
+		m    *machine.Machine
+		sw   machine.Software
+		want []string
+	}{
+		"as the recipe says":   {m, machine.Software{Hostname: "h100-r12-03", CloudInit: "done"}, nil},
+		"hostname not set":     {m, machine.Software{Hostname: "localhost", CloudInit: "done"}, []string{`hostname is "localhost", the recipe's network.hostname gives "h100-r12-03"`}},
+		"cloud-init failed":    {m, machine.Software{Hostname: "h100-r12-03", CloudInit: "error: runparts: 1 failures"}, []string{"first_boot.cloud_init did not complete: error: runparts"}},
+		"cloud-init never ran": {m, machine.Software{Hostname: "h100-r12-03"}, []string{"no cloud-init result was reported"}},
+		"machine without rack": {&machine.Machine{Name: "n2", Index: 1}, machine.Software{CloudInit: "done"}, []string{"needs {rack}"}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := installedMismatches(r, c.m, c.sw)
+			if len(got) != len(c.want) {
+				t.Fatalf("%q, want %d mismatches like %q", got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("%q, want it to say %q", got[i], w)
+				}
+			}
+		})
+	}
+}

@@ -18,6 +18,9 @@ type Task struct {
 	MachineID string
 	Mode      string // "provision" or "discover"
 	Recipe    *recipe.Recipe
+	// Hostname is the recipe's network.hostname rendered for the machine
+	// ("" without a pattern): the agent sets it in the installed OS.
+	Hostname string
 }
 
 // OnTask is called when the agent asks for its task: the machine has
@@ -47,7 +50,31 @@ func (e *Engine) OnTask(ctx context.Context, machineID string) (*Task, error) {
 		}
 		e.event(ctx, machineID, "agent.started", "agent asked for its task", map[string]string{"job": j.ID})
 	}
-	return &Task{JobID: j.ID, MachineID: machineID, Mode: "provision", Recipe: r}, nil
+	m, err := e.store.GetMachine(ctx, machineID)
+	if err != nil {
+		return nil, err
+	}
+	host, err := hostname(r, m)
+	if err != nil {
+		return nil, err
+	}
+	return &Task{JobID: j.ID, MachineID: machineID, Mode: "provision", Recipe: r, Hostname: host}, nil
+}
+
+// hostname renders the recipe's network.hostname for m ("" without one).
+func hostname(r *recipe.Recipe, m *machine.Machine) (string, error) {
+	if r.Network.Hostname == "" {
+		return "", nil
+	}
+	mac := ""
+	if len(m.MACs) > 0 {
+		mac = m.MACs[0]
+	}
+	h, err := recipe.RenderHostname(r.Network.Hostname, recipe.HostnameVars{Recipe: r.Name, Rack: m.Rack, Index: m.Index, Serial: m.Serial, MAC: mac})
+	if err != nil {
+		return "", fmt.Errorf("machine %s: network.hostname: %w", m.Name, err)
+	}
+	return h, nil
 }
 
 // OnInventory stores the agent's inventory and checks it against the recipe:
@@ -242,13 +269,17 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 		e.fail(ctx, j.ID, StepVerify, "driver versions differ from the recipe's pins: "+strings.Join(bad, "; "))
 		return nil
 	}
+	if bad := installedMismatches(r, m, sw); len(bad) > 0 {
+		e.fail(ctx, j.ID, StepVerify, strings.Join(bad, "; "))
+		return nil
+	}
 	e.recordWaivers(ctx, machineID, j.ID, v)
 	if len(v.Failed) > 0 {
 		reason := "burn-in failed: " + strings.Join(v.Failed, "; ")
 		e.fail(ctx, j.ID, StepVerify, reason)
 		return fmt.Errorf("%w: %s", ErrNotAccepted, reason)
 	}
-	if err := e.verifyBIOS(ctx, machineID, r); err != nil {
+	if err := e.verifyMachine(ctx, machineID, r); err != nil {
 		e.fail(ctx, j.ID, StepVerify, err.Error())
 		return nil
 	}
@@ -263,6 +294,25 @@ func countStage(cs []recipe.Check, st recipe.Stage) int {
 		}
 	}
 	return n
+}
+
+// installedMismatches checks what the agent set up in the installed OS took:
+// the hostname the recipe's pattern gives, cloud-init's user data ran.
+func installedMismatches(r *recipe.Recipe, m *machine.Machine, sw machine.Software) []string {
+	var bad []string
+	if want, err := hostname(r, m); err != nil {
+		bad = append(bad, err.Error())
+	} else if want != "" && sw.Hostname != want {
+		bad = append(bad, fmt.Sprintf("hostname is %q, the recipe's network.hostname gives %q", sw.Hostname, want))
+	}
+	if r.OS.FirstBoot != nil && r.OS.FirstBoot.CloudInit != "" && sw.CloudInit != "done" {
+		got := sw.CloudInit
+		if got == "" {
+			got = "no cloud-init result was reported (is cloud-init in the image?)"
+		}
+		bad = append(bad, "first_boot.cloud_init did not complete: "+got)
+	}
+	return bad
 }
 
 func driverMismatches(want, got map[string]string) []string {
@@ -280,11 +330,11 @@ func driverMismatches(want, got map[string]string) []string {
 	return bad
 }
 
-func (e *Engine) verifyBIOS(ctx context.Context, machineID string, r *recipe.Recipe) error {
-	attrs := biosAttrs(r)
-	if len(attrs) == 0 {
-		return nil
-	}
+// verifyMachine confirms over Redfish, after the installed OS reported,
+// what only the BMC can show: the machine is on, it is not left to boot from
+// the network again, the boot mode is the recipe's, and the BIOS attributes
+// stuck.
+func (e *Engine) verifyMachine(ctx context.Context, machineID string, r *recipe.Recipe) error {
 	m, err := e.store.GetMachine(ctx, machineID)
 	if err != nil {
 		return err
@@ -293,16 +343,41 @@ func (e *Engine) verifyBIOS(ctx context.Context, machineID string, r *recipe.Rec
 	defer cancel()
 	b, err := e.dial(bctx, m)
 	if err != nil {
-		return fmt.Errorf("verifying BIOS through %s: %w", m.BMC.Endpoint, err)
+		return fmt.Errorf("verifying through the BMC %s: %w", m.BMC.Endpoint, err)
 	}
 	defer b.Close()
-	bad, err := b.VerifyBIOS(bctx, attrs)
+	st, err := b.BootState(bctx)
 	if err != nil {
-		return fmt.Errorf("verifying BIOS: %w", err)
+		return fmt.Errorf("reading power and boot state: %w", err)
+	}
+	var bad []string
+	if st.Power != "On" {
+		bad = append(bad, fmt.Sprintf("the BMC says the machine is %q, not On", st.Power))
+	}
+	if (st.Target == "Pxe" || st.Target == "UefiHttp") && st.Enabled != "Disabled" {
+		bad = append(bad, fmt.Sprintf("the next boot is set to %s (%s), not the installed disk", st.Target, st.Enabled))
+	}
+	if want := bootMode(r); want != "" {
+		switch st.Mode {
+		case want:
+		case "":
+			bad = append(bad, fmt.Sprintf("the BMC does not report the boot mode: bios.boot_mode %s cannot be verified", r.BIOS.BootMode))
+		default:
+			bad = append(bad, fmt.Sprintf("boot mode is %s, the recipe's bios.boot_mode is %s", st.Mode, r.BIOS.BootMode))
+		}
+	}
+	if attrs := biosAttrs(r); len(attrs) > 0 {
+		wrong, err := b.VerifyBIOS(bctx, attrs)
+		if err != nil {
+			return fmt.Errorf("verifying BIOS: %w", err)
+		}
+		if len(wrong) > 0 {
+			sort.Strings(wrong)
+			bad = append(bad, "BIOS attributes did not stick: "+strings.Join(wrong, ", "))
+		}
 	}
 	if len(bad) > 0 {
-		sort.Strings(bad)
-		return fmt.Errorf("BIOS attributes did not stick: %s", strings.Join(bad, ", "))
+		return errors.New(strings.Join(bad, "; "))
 	}
 	return nil
 }

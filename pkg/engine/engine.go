@@ -35,7 +35,19 @@ type BMC interface {
 	ApplyBIOS(ctx context.Context, attrs map[string]any) error
 	// VerifyBIOS returns the names of attributes that do not hold the wanted value.
 	VerifyBIOS(ctx context.Context, want map[string]any) ([]string, error)
+	// SetBootMode sets the firmware boot mode: "UEFI" or "Legacy".
+	SetBootMode(ctx context.Context, mode string) error
+	// BootState reads power, the boot override and the boot mode.
+	BootState(ctx context.Context) (BootState, error)
 	Close() error
+}
+
+// BootState is what a BMC says of a machine's power and boot.
+type BootState struct {
+	Power   string // On, Off, ...
+	Target  string // the boot override target: Pxe, Hdd, None, ...
+	Enabled string // Disabled, Once, Continuous
+	Mode    string // UEFI, Legacy; "" when the BMC does not report it
 }
 
 // DialBMC opens a BMC session for a machine.

@@ -28,6 +28,8 @@ type fakeBMC struct {
 	biosErr    error
 	notStuck   []string
 	bootTarget string
+	mode       string            // set by SetBootMode
+	state      *engine.BootState // BootState's answer when set
 }
 
 func (f *fakeBMC) dial(_ context.Context, m *machine.Machine) (engine.BMC, error) {
@@ -55,6 +57,22 @@ func (f *fakeBMC) VerifyBIOS(context.Context, map[string]any) ([]string, error) 
 	f.rec("verify")
 	return f.notStuck, nil
 }
+func (f *fakeBMC) SetBootMode(_ context.Context, mode string) error {
+	f.rec("mode " + mode)
+	f.mu.Lock()
+	f.mode = mode
+	f.mu.Unlock()
+	return nil
+}
+func (f *fakeBMC) BootState(context.Context) (engine.BootState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once", Mode: f.mode}
+	if f.state != nil {
+		st = *f.state
+	}
+	return st, nil
+}
 func (f *fakeBMC) Close() error { return nil }
 func (f *fakeBMC) Calls() string {
 	f.mu.Lock()
@@ -65,7 +83,7 @@ func (f *fakeBMC) Calls() string {
 func testRecipe() *recipe.Recipe {
 	return &recipe.Recipe{
 		Name: "lab-qemu", Version: "1",
-		BIOS:       recipe.BIOS{Attributes: map[string]recipe.Value{"SriovGlobalEnable": recipe.StringValue("Enabled")}},
+		BIOS:       recipe.BIOS{BootMode: "uefi", Attributes: map[string]recipe.Value{"SriovGlobalEnable": recipe.StringValue("Enabled")}},
 		OS:         recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: strings.Repeat("a", 64), Format: "raw.zst"}},
 		Drivers:    map[string]string{"nvidia": "535.309.01"},
 		Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size"}}},
@@ -209,7 +227,7 @@ func TestReimageHappyPath(t *testing.T) {
 	if got := h.state("node1"); got != machine.StateReady {
 		t.Fatalf("final state %s, want ready", got)
 	}
-	if want := "bios 1,boot Pxe,cycle,boot Hdd,cycle,verify"; h.bmc.Calls() != want {
+	if want := "bios 1,mode UEFI,boot Pxe,cycle,boot Hdd,cycle,verify"; h.bmc.Calls() != want {
 		t.Errorf("BMC calls = %s, want %s", h.bmc.Calls(), want)
 	}
 	st, _ := engine.Status(j)
@@ -281,6 +299,18 @@ func TestReimageFailures(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
 		}, reason: "verify: BIOS attributes did not stick: SriovGlobalEnable"},
+		{name: "boot mode not applied", setup: func(f *fakeBMC) {
+			f.state = &engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once", Mode: "Legacy"}
+		}, run: firstBootOK, reason: "verify: boot mode is Legacy, the recipe's bios.boot_mode is uefi"},
+		{name: "boot mode not reported", setup: func(f *fakeBMC) {
+			f.state = &engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once"}
+		}, run: firstBootOK, reason: "verify: the BMC does not report the boot mode"},
+		{name: "machine off at first boot", setup: func(f *fakeBMC) {
+			f.state = &engine.BootState{Power: "Off", Target: "Hdd", Enabled: "Once", Mode: "UEFI"}
+		}, run: firstBootOK, reason: `verify: the BMC says the machine is "Off", not On`},
+		{name: "left to boot from the network", setup: func(f *fakeBMC) {
+			f.state = &engine.BootState{Power: "On", Target: "Pxe", Enabled: "Continuous", Mode: "UEFI"}
+		}, run: firstBootOK, reason: "verify: the next boot is set to Pxe (Continuous), not the installed disk"},
 		{name: "step timeout", run: func(h *harness, id string) {
 			// POST timeout 1m, 2 attempts: move the clock past each deadline
 			// until the job gives up.
@@ -321,6 +351,18 @@ func TestReimageFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// firstBootOK plays a machine whose agent and first boot report everything
+// as the recipe wants: only the BMC's view can fail it.
+func firstBootOK(h *harness, id string) {
+	ctx := context.Background()
+	h.e.OnTask(ctx, id)
+	h.e.OnInventory(ctx, id, machine.Inventory{})
+	h.e.OnChecks(ctx, id, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	h.e.OnDone(ctx, id, "handoff", true, "")
+	time.Sleep(50 * time.Millisecond)
+	h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
 }
 
 func TestPreflightBlocks(t *testing.T) {

@@ -54,6 +54,9 @@ func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) 
 	if r != nil {
 		p.Steps = planSteps(r)
 		p.Problems = append(p.Problems, e.missingArtifacts(r)...)
+		if _, err := hostname(r, m); err != nil {
+			p.Problems = append(p.Problems, err.Error())
+		}
 	}
 	if job, _ := e.activeJob(ctx, m.ID); job != nil {
 		p.Problems = append(p.Problems, fmt.Sprintf("machine is already in job %s (step %s)", job.ID, job.Step))

@@ -145,6 +145,12 @@ func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe
 		}
 		e.event(ctx, m.ID, "bmc.bios", fmt.Sprintf("staged %d BIOS attributes", len(attrs)), nil)
 	}
+	if mode := bootMode(r); mode != "" {
+		if err := b.SetBootMode(ctx, mode); err != nil {
+			return fmt.Errorf("setting boot mode %s (bios.boot_mode %s): %w", mode, r.BIOS.BootMode, err)
+		}
+		e.event(ctx, m.ID, "bmc.bootmode", "boot mode set to "+mode, nil)
+	}
 	if err := b.SetBootOverride(ctx, "Pxe", "", true); err != nil {
 		return fmt.Errorf("setting one-time network boot: %w", err)
 	}
@@ -185,6 +191,17 @@ func firstBootDeadline(r *recipe.Recipe, to recipe.Timeouts) time.Duration {
 		d += b.Deadline().D()
 	}
 	return d
+}
+
+// bootMode is the Redfish boot mode of the recipe's bios.boot_mode.
+func bootMode(r *recipe.Recipe) string {
+	switch r.BIOS.BootMode {
+	case "uefi":
+		return "UEFI"
+	case "legacy":
+		return "Legacy"
+	}
+	return ""
 }
 
 func biosAttrs(r *recipe.Recipe) map[string]any {

@@ -185,9 +185,9 @@ func (l *Lab) createToken(ctx context.Context, data string) error {
 
 // enroll adds each VM through the API with its BMC.
 func (l *Lab) enroll(ctx context.Context) error {
-	for _, vm := range l.State.VMs {
+	for i, vm := range l.State.VMs {
 		m := machine.Machine{
-			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: l.cfg.Recipe, Rack: "lab",
+			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: l.cfg.Recipe, Rack: "lab", Index: i + 1,
 			BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", vm.BMCPort),
 				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred")},
 		}

@@ -153,6 +153,10 @@ type Software struct {
 	Kernel    string            `json:"kernel,omitempty"`
 	OSRelease string            `json:"os_release,omitempty"`
 	Drivers   map[string]string `json:"drivers,omitempty"` // nvidia -> 535.309.01
+	Hostname  string            `json:"hostname,omitempty"`
+	// CloudInit is cloud-init's outcome when it ran: "done", or "error:
+	// ..." with its errors ("" when cloud-init is not installed).
+	CloudInit string `json:"cloud_init,omitempty"`
 }
 
 // Problem records a part that could not be read.

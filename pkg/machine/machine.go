@@ -66,6 +66,7 @@ type Machine struct {
 	Recipe     string   `json:"recipe,omitempty"`
 	State      State    `json:"state"`
 	Rack       string   `json:"rack,omitempty"`
+	Index      int      `json:"index,omitempty"`    // its place in the rack, given at enrolment: {index} of network.hostname
 	Location   string   `json:"location,omitempty"` // free-form: row/rack/unit
 	IPv4       string   `json:"ipv4,omitempty"`     // reserved address, if any
 	// Waivers let this machine past failed acceptance checks, one each.

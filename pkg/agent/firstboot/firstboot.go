@@ -61,6 +61,7 @@ func (c Collector) Collect(ctx context.Context) (machine.Software, error) {
 	} else if b, err := os.ReadFile(filepath.Join(c.Root, "usr/lib/os-release")); err == nil {
 		s.OSRelease = OSRelease(b)
 	}
+	s.Hostname, s.CloudInit = c.hostname(), c.cloudInit(ctx)
 	for _, src := range driverSources() {
 		if v := c.first(ctx, src.reads); v != "" {
 			if s.Drivers == nil {

@@ -190,3 +190,27 @@ func FuzzParsers(f *testing.F) {
 		}
 	})
 }
+
+func TestCloudInitAndHostname(t *testing.T) {
+	root := t.TempDir()
+	for p, body := range map[string]string{
+		"proc/sys/kernel/osrelease":  "6.1.0-40-amd64\n",
+		"proc/sys/kernel/hostname":   "h100-r12-03\n",
+		"run/cloud-init/result.json": `{"v1": {"datasource": "DataSourceNoCloud [seed=/var/lib/cloud/seed/nocloud]", "errors": []}}`,
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
+		os.WriteFile(filepath.Join(root, p), []byte(body), 0o644)
+	}
+	s, err := Collector{Root: root}.Collect(context.Background())
+	if err != nil || s.Hostname != "h100-r12-03" || s.CloudInit != "done" {
+		t.Fatalf("Collect: %+v, %v", s, err)
+	}
+	for in, want := range map[string]string{
+		`{"v1": {"errors": ["('scripts_user', RuntimeError('runparts: 1 failures'))"]}}`: "error: ('scripts_user', RuntimeError('runparts: 1 failures'))",
+		`{"v1": `: "error: run/cloud-init/result.json: unexpected end of JSON input",
+	} {
+		if got := CloudInitResult([]byte(in)); got != want {
+			t.Errorf("CloudInitResult(%s) = %q, want %q", in, got, want)
+		}
+	}
+}
