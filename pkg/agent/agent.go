@@ -299,7 +299,9 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 	return nil
 }
 
-func constant(s string) func() ([]byte, error) { return func() ([]byte, error) { return []byte(s), nil } }
+func constant(s string) func() ([]byte, error) {
+	return func() ([]byte, error) { return []byte(s), nil }
+}
 
 // installFile is one file the agent puts into the installed system.
 type installFile struct {
