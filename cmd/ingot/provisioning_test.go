@@ -194,7 +194,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				}
 			}
 			log := slog.New(slog.DiscardHandler)
-			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", os.Getenv, log)
+			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", engine.DHCPInfo{}, os.Getenv, log)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
+	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -54,7 +56,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, e.getenv, log)
+	dhcpInfo, err := dhcpInfo(cfg)
+	if err != nil {
+		return err
+	}
+	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo, e.getenv, log)
 	if err != nil {
 		return err
 	}
@@ -75,6 +81,28 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		err = eerr
 	}
 	return err
+}
+
+// dhcpInfo tells the engine what serve's DHCP answers for (recipes'
+// network.pool reservations).
+func dhcpInfo(cfg serve.Config) (engine.DHCPInfo, error) {
+	info := engine.DHCPInfo{Mode: cfg.DHCP}
+	if cfg.DHCP != "full" {
+		return info, nil
+	}
+	for _, s := range cfg.Pools {
+		p, err := dhcp.ParsePool(s)
+		if err != nil {
+			return info, err
+		}
+		info.Pools = append(info.Pools, engine.DHCPPool{Subnet: p.Subnet, Start: p.Start, End: p.End, Router: p.Router})
+	}
+	ip, err := cfg.ResolveServerIP()
+	if err != nil {
+		return info, err
+	}
+	info.ServerIP = ip
+	return info, nil
 }
 
 // loadRecipes loads the recipes folder once at start; an empty dir means

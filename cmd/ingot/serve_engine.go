@@ -27,7 +27,7 @@ type provisioning struct {
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
 // each machine's reference, drift from pkg/drift) and the API on top of it.
 func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL, binding, iface string, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
+	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
 		return dialMachineBMC(ctx, m, getenv, log)
 	}
@@ -41,7 +41,7 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		}
 	}
 	e, err := engine.New(engine.Config{
-		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"),
+		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {

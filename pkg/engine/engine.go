@@ -85,6 +85,8 @@ type Config struct {
 	Tick time.Duration
 	// Defaults for recipes that set no timeouts.
 	Defaults recipe.Timeouts
+	// DHCP is serve's DHCP, for recipes' network.pool; zero: not known.
+	DHCP DHCPInfo
 }
 
 // Engine runs provisioning jobs.
@@ -98,6 +100,7 @@ type Engine struct {
 	now       func() time.Time
 	tick      time.Duration
 	defaults  recipe.Timeouts
+	dhcp      DHCPInfo
 
 	mu       sync.Mutex      // serializes job step changes
 	kick     chan string     // job IDs whose BMC step should run now
@@ -114,7 +117,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults,
+		drift: cfg.Drift, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults, dhcp: cfg.DHCP,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {

@@ -57,6 +57,8 @@ func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) 
 		if _, err := hostname(r, m); err != nil {
 			p.Problems = append(p.Problems, err.Error())
 		}
+		problems, notes := e.poolRules(r, m)
+		p.Problems, p.Steps = append(p.Problems, problems...), append(p.Steps, notes...)
 	}
 	if job, _ := e.activeJob(ctx, m.ID); job != nil {
 		p.Problems = append(p.Problems, fmt.Sprintf("machine is already in job %s (step %s)", job.ID, job.Step))
@@ -138,6 +140,11 @@ func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*
 	m, err := e.store.GetMachine(ctx, p.Machine)
 	if err != nil {
 		return nil, err
+	}
+	if r, err := e.recipes(m.Recipe); err == nil {
+		if err := e.reserve(ctx, r, m); err != nil {
+			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)
+		}
 	}
 	spec, _ := json.Marshal(ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor})
 	job := &store.Job{

@@ -60,3 +60,9 @@ func interfaceIPv4s(name string) ([]netip.Addr, error) {
 	}
 	return out, nil
 }
+
+// ResolveServerIP is the server's address on --interface (or --server-ip),
+// as Run resolves it.
+func (c Config) ResolveServerIP() (netip.Addr, error) {
+	return resolveServerIP(c.Interface, c.ServerIP, interfaceIPv4s)
+}
