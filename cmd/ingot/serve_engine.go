@@ -49,6 +49,13 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 			}
 			return out
 		},
+		Reconcile: func(inBand, fromBMC machine.Inventory) []engine.Finding {
+			var out []engine.Finding
+			for _, f := range drift.ReconcileGPUs(inBand.GPUs, fromBMC.GPUs) {
+				out = append(out, engine.Finding{Severity: string(f.Severity), Part: f.Part, Message: f.String()})
+			}
+			return out
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -112,5 +119,8 @@ func (b engineBMC) SetBootMode(ctx context.Context, mode string) error {
 func (b engineBMC) BootState(ctx context.Context) (engine.BootState, error) {
 	st, err := b.c.GetBootState(ctx)
 	return engine.BootState{Power: st.Power, Target: st.Target, Enabled: st.Enabled, Mode: st.Mode}, err
+}
+func (b engineBMC) Inventory(ctx context.Context) (machine.Inventory, error) {
+	return b.c.Inventory(ctx)
 }
 func (b engineBMC) Close() error { return b.c.Close() }

@@ -99,6 +99,7 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 	if e.drift != nil {
 		findings = e.drift(inv, r)
 	}
+	findings = append(findings, e.reconcileWithBMC(ctx, machineID, j, inv)...)
 	var critical []string
 	for _, f := range findings {
 		if f.Severity == "critical" {
@@ -112,6 +113,24 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 	e.event(ctx, machineID, "inventory", fmt.Sprintf("inventory from %s: %d findings, %d critical", inv.Source, len(findings), len(critical)), map[string]string{"job": j.ID})
 	if len(critical) > 0 {
 		e.fail(ctx, j.ID, StepInventory, "hardware does not match recipe "+r.Name+": "+strings.Join(critical, "; "))
+	}
+	return nil
+}
+
+// reconcileWithBMC compares the agent's inventory with the BMC's, read in
+// this job's BMC step.
+func (e *Engine) reconcileWithBMC(ctx context.Context, machineID string, j *store.Job, inv machine.Inventory) []Finding {
+	if e.reconcile == nil {
+		return nil
+	}
+	snaps, err := e.store.Inventories(ctx, machineID)
+	if err != nil {
+		return nil
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if s := snaps[i]; s.Inventory.Source == "redfish" && !s.Taken.Before(j.Created) {
+			return e.reconcile(inv, s.Inventory)
+		}
 	}
 	return nil
 }

@@ -39,8 +39,14 @@ type BMC interface {
 	SetBootMode(ctx context.Context, mode string) error
 	// BootState reads power, the boot override and the boot mode.
 	BootState(ctx context.Context) (BootState, error)
+	// Inventory reads what the BMC shows of the machine (Source "redfish").
+	Inventory(ctx context.Context) (machine.Inventory, error)
 	Close() error
 }
+
+// Reconcile compares the in-band inventory with the BMC's (GPUs by
+// serial, PCI address, slot): pkg/drift's ReconcileGPUs.
+type Reconcile func(inBand, bmc machine.Inventory) []Finding
 
 // BootState is what a BMC says of a machine's power and boot.
 type BootState struct {
@@ -79,6 +85,9 @@ type Config struct {
 	Recipes   RecipeSource
 	Artifacts Artifacts  // nil skips the artifact preflight (tests)
 	Drift     DriftCheck // nil: no drift check
+	// Reconcile, when set, has the BMC step read the BMC's inventory and the
+	// agent's inventory be reconciled with it.
+	Reconcile Reconcile
 	Logger    *slog.Logger
 	Now       func() time.Time
 	// Tick is how often Run looks for steps that timed out (default 1s).
@@ -96,6 +105,7 @@ type Engine struct {
 	recipes   RecipeSource
 	artifacts Artifacts
 	drift     DriftCheck
+	reconcile Reconcile
 	log       *slog.Logger
 	now       func() time.Time
 	tick      time.Duration
@@ -117,7 +127,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults, dhcp: cfg.DHCP,
+		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults, dhcp: cfg.DHCP,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {

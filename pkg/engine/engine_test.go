@@ -29,6 +29,7 @@ type fakeBMC struct {
 	notStuck   []string
 	bootTarget string
 	mode       string            // set by SetBootMode
+	inventory  machine.Inventory // Inventory's answer
 	state      *engine.BootState // BootState's answer when set
 }
 
@@ -73,6 +74,11 @@ func (f *fakeBMC) BootState(context.Context) (engine.BootState, error) {
 	}
 	return st, nil
 }
+func (f *fakeBMC) Inventory(context.Context) (machine.Inventory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inventory, nil
+}
 func (f *fakeBMC) Close() error { return nil }
 func (f *fakeBMC) Calls() string {
 	f.mu.Lock()
@@ -99,13 +105,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 type harness struct {
-	t    *testing.T
-	s    store.Store
-	e    *engine.Engine
-	bmc  *fakeBMC
-	now  time.Time
-	mu   sync.Mutex
-	stop context.CancelFunc
+	t         *testing.T
+	reconcile engine.Reconcile
+	s         store.Store
+	e         *engine.Engine
+	bmc       *fakeBMC
+	now       time.Time
+	mu        sync.Mutex
+	stop      context.CancelFunc
 }
 
 func newHarness(t *testing.T, drift engine.DriftCheck) *harness {
@@ -125,6 +132,7 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) start(drift engine.DriftCheck) {
 	e, err := engine.New(engine.Config{
 		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
+		Reconcile: h.reconcile,
 		Recipes: func(name string) (*recipe.Recipe, error) {
 			if name != "lab-qemu" {
 				return nil, errors.New("no such recipe")
@@ -363,6 +371,38 @@ func firstBootOK(h *harness, id string) {
 	h.e.OnDone(ctx, id, "handoff", true, "")
 	time.Sleep(50 * time.Millisecond)
 	h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
+}
+
+// The BMC's inventory, read in the BMC step, is reconciled with the
+// agent's: a GPU only one side shows fails the job.
+func TestReconcileWithBMC(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	var gotBMC int
+	h.reconcile = func(inBand, bmc machine.Inventory) []engine.Finding {
+		gotBMC = len(bmc.GPUs)
+		if len(inBand.GPUs) != len(bmc.GPUs) {
+			return []engine.Finding{{Severity: "critical", Part: "gpu", Message: fmt.Sprintf("%d GPUs in-band, %d from the BMC", len(inBand.GPUs), len(bmc.GPUs))}}
+		}
+		return nil
+	}
+	h.bmc.inventory = machine.Inventory{GPUs: []machine.GPU{{Serial: "a"}, {Serial: "b"}}}
+	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+	h.start(nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	h.e.OnTask(ctx, m.ID)
+	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent", GPUs: []machine.GPU{{Serial: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	j = h.waitStep(j.ID, string(store.JobFailed))
+	if gotBMC != 2 || !strings.Contains(j.Reason, "1 GPUs in-band, 2 from the BMC") {
+		t.Errorf("reason %q (BMC GPUs seen by reconcile: %d)", j.Reason, gotBMC)
+	}
 }
 
 func TestPreflightBlocks(t *testing.T) {

@@ -139,6 +139,7 @@ func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe
 		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
 	}
 	defer b.Close()
+	e.readBMCInventory(ctx, b, m)
 	if attrs := biosAttrs(r); len(attrs) > 0 {
 		if err := b.ApplyBIOS(ctx, attrs); err != nil {
 			return fmt.Errorf("applying %d BIOS attributes: %w", len(attrs), err)
@@ -191,6 +192,24 @@ func firstBootDeadline(r *recipe.Recipe, to recipe.Timeouts) time.Duration {
 		d += b.Deadline().D()
 	}
 	return d
+}
+
+// readBMCInventory stores the BMC's view of the machine for the agent's
+// inventory to be reconciled with; a BMC that cannot be read is an event,
+// not a failure (the in-band inventory is then judged alone).
+func (e *Engine) readBMCInventory(ctx context.Context, b BMC, m *machine.Machine) {
+	if e.reconcile == nil {
+		return
+	}
+	inv, err := b.Inventory(ctx)
+	if err != nil {
+		e.event(ctx, m.ID, "bmc.inventory", "the BMC's inventory could not be read; GPUs are not cross-checked: "+err.Error(), nil)
+		return
+	}
+	inv.Source, inv.Taken = "redfish", e.now()
+	if _, err := e.store.PutInventory(ctx, m.ID, inv); err != nil {
+		e.log.Warn("storing the BMC inventory", "machine", m.ID, "err", err)
+	}
 }
 
 // bootMode is the Redfish boot mode of the recipe's bios.boot_mode.
