@@ -68,6 +68,14 @@ func newFakeServer(t *testing.T, task api.Task, image []byte) *fakeServer {
 func newFakeServerOn(t *testing.T, ln net.Listener, task api.Task, image []byte) *fakeServer {
 	f := &fakeServer{token: "agent-1", task: task, image: image}
 	mux := http.NewServeMux()
+	// Without a script the agent asks for the boot credential by MAC.
+	mux.HandleFunc("POST "+api.PathCredential, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("mac") != "52:54:00:12:34:56" || r.Header.Get("Authorization") != "" {
+			http.Error(w, "not tied", http.StatusForbidden)
+			return
+		}
+		json.NewEncoder(w).Encode(api.Exchange{Token: "tok-1", MachineID: task.MachineID})
+	})
 	// The boot credential of the script (tok-1) opens only the exchange.
 	mux.HandleFunc("POST "+api.PathExchange, func(w http.ResponseWriter, r *http.Request) {
 		if tok, _ := api.BearerToken(r); tok != "tok-1" {
@@ -378,6 +386,21 @@ func TestAgentFirstbootRunsBurnIn(t *testing.T) {
 	}
 	if _, err := os.Stat(plan); !os.IsNotExist(err) {
 		t.Errorf("the burn-in plan is still there after the report (%v)", err)
+	}
+}
+
+// UEFI HTTP boot or virtual media: no script carried a credential; the
+// agent asks for it by MAC, exchanges it and provisions.
+func TestAgentAsksForCredential(t *testing.T) {
+	_, zst, sum := labImage(t)
+	task := provisionTask(sum, len(zst))
+	task.Checks = task.Checks[:1]
+	srv := newFakeServer(t, task, zst)
+	cmdline := filepath.Join(t.TempDir(), "cmdline")
+	os.WriteFile(cmdline, []byte("console=ttyS0 ingot.server="+srv.URL+" ingot.mac=52:54:00:12:34:56\n"), 0o644)
+	code, out := runAgent(t, "--cmdline", cmdline, "--root", fakeRoot, "--disk", filepath.Join(t.TempDir(), "disk.img"))
+	if code != 0 || !strings.Contains(out, "ingot-agent: done handoff=reboot") {
+		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
 

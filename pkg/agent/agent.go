@@ -26,6 +26,7 @@ import (
 // API is the part of api.AgentClient the agent uses.
 type API interface {
 	Exchange(ctx context.Context) (api.Exchange, error)
+	RequestCredential(ctx context.Context) error
 	Task(ctx context.Context) (api.Task, error)
 	Inventory(ctx context.Context, inv machine.Inventory) error
 	Progress(ctx context.Context, p api.Progress) error
@@ -83,8 +84,15 @@ func (a *Agent) Run(ctx context.Context) (Outcome, error) {
 		// The discovery agent has no token and so no task: inventory only.
 		task = api.Task{MachineID: a.Config.Machine, Mode: api.ModeDiscover}
 	} else {
-		// The script's boot credential opens only the exchange: trade it for
-		// the job's agent credential (bound to this machine's address).
+		// Booted without an iPXE script (UEFI HTTP boot, virtual media): ask
+		// for the boot credential by MAC, under the script's rules.
+		if a.Config.Token == "" {
+			if err := a.API.RequestCredential(ctx); err != nil {
+				return Outcome{}, a.fail(ctx, api.StepTask, fmt.Errorf("asking for the boot credential as %s: %w", a.Config.MAC, err))
+			}
+		}
+		// The boot credential opens only the exchange: trade it for the
+		// job's agent credential (bound to this machine's address).
 		if _, err := a.API.Exchange(ctx); err != nil {
 			return Outcome{}, a.fail(ctx, api.StepTask, fmt.Errorf("exchanging the boot credential: %w", err))
 		}

@@ -106,8 +106,9 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("ingot.mode=%q: expected discovery (or no ingot.mode)", c.Mode)
 	}
-	if c.Token == "" && !c.Discovery() {
-		return fmt.Errorf("ingot.token is missing: expected the machine's one-time token on the kernel command line (or --token)")
+	if c.Token == "" && c.MAC == "" && !c.Discovery() {
+		return fmt.Errorf("ingot.token is missing: expected the machine's boot credential on the kernel command line (or --token), " +
+			"or ingot.mac=MAC to ask the server for it (UEFI HTTP boot, virtual media)")
 	}
 	if c.Token == "" && c.MAC == "" {
 		return fmt.Errorf("ingot.mode=discovery without ingot.token needs ingot.mac=MAC to identify the machine")

@@ -58,7 +58,8 @@ import (
 
 // The agent API paths.
 const (
-	PathExchange  = "/api/v1/agent/exchange"
+	PathExchange   = "/api/v1/agent/exchange"
+	PathCredential = "/api/v1/agent/credential"
 	PathTask      = "/api/v1/agent/task"
 	PathInventory = "/api/v1/agent/inventory"
 	PathProgress  = "/api/v1/agent/progress"

@@ -76,6 +76,28 @@ func (c *AgentClient) Exchange(ctx context.Context) (Exchange, error) {
 	return x, nil
 }
 
+// RequestCredential asks for the boot credential by MAC, where no iPXE
+// script carried one (UEFI HTTP boot, virtual media). The server gives it
+// only to the address tied to MAC, as it does for the script; it replaces
+// Token and is then exchanged like the script's.
+func (c *AgentClient) RequestCredential(ctx context.Context) error {
+	var x Exchange
+	err := c.do(ctx, http.MethodPost, PathCredential, []byte("{}"), func(r io.Reader) error {
+		if err := json.NewDecoder(io.LimitReader(r, 1<<16)).Decode(&x); err != nil {
+			return fmt.Errorf("decoding the credential answer: %w", err)
+		}
+		if x.Token == "" {
+			return errors.New("the credential answer has no token")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.Token = x.Token
+	return nil
+}
+
 // Task fetches the machine's task.
 func (c *AgentClient) Task(ctx context.Context) (Task, error) {
 	var t Task

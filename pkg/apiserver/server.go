@@ -136,6 +136,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/reimage", operator, s.postReimage},
 		{"POST", "/api/v1/rollouts", operator, s.postRollout},
 		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
+		{"POST", api.PathCredential, public, s.agentCredential},
 		{"POST", api.PathExchange, exchange, s.agentExchange},
 		{"GET", api.PathTask, agent, s.agentTask},
 		{"POST", api.PathInventory, public, s.agentInventory},
@@ -464,6 +465,36 @@ func (s *Server) postRollout(w http.ResponseWriter, r *http.Request, p principal
 		return errorf(http.StatusUnprocessableEntity, "%v", err)
 	}
 	writeJSON(w, http.StatusAccepted, j)
+	return nil
+}
+
+// agentCredential gives an agent that booted without an iPXE script (UEFI
+// HTTP boot, virtual media) its boot credential, asked for by ?mac=, under
+// the rules of the script: only to the address tied to that MAC, only for
+// a machine in a job.
+func (s *Server) agentCredential(w http.ResponseWriter, r *http.Request, _ principal) error {
+	mac, err := machine.NormalizeMAC(r.URL.Query().Get("mac"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%s: query parameter mac: %v", r.URL.Path, err)
+	}
+	from, err := remoteAddr(r)
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	m, err := s.store.MachineByMAC(r.Context(), mac)
+	if err != nil {
+		return errorf(http.StatusForbidden, "%s: no machine with MAC %s", r.URL.Path, mac)
+	}
+	j, err := s.engine.ActiveJob(r.Context(), m.ID)
+	if err != nil {
+		return errorf(http.StatusForbidden, "%s: machine %s is in no job: nothing to boot for", r.URL.Path, m.Name)
+	}
+	tok, err := s.auth.IssueBoot(r.Context(), m.ID, mac, j.ID, from)
+	if err != nil {
+		s.log.Info("boot credential refused", "mac", mac, "machine", m.ID, "from", from, "err", err)
+		return errorf(http.StatusForbidden, "%s: %v", r.URL.Path, err)
+	}
+	writeJSON(w, 200, api.Exchange{Token: tok, MachineID: m.ID, JobID: j.ID})
 	return nil
 }
 

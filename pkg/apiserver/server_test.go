@@ -35,6 +35,7 @@ func (nopBMC) SetBootMode(context.Context, string) error                    { re
 func (nopBMC) BootState(context.Context) (engine.BootState, error) {
 	return engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once", Mode: "UEFI"}, nil
 }
+func (nopBMC) Inventory(context.Context) (machine.Inventory, error) { return machine.Inventory{}, nil }
 func (nopBMC) Close() error                                         { return nil }
 func dialNop(context.Context, *machine.Machine) (engine.BMC, error) { return nopBMC{}, nil }
 
@@ -245,6 +246,35 @@ func TestForgedAgentRefused(t *testing.T) {
 	// The real agent is unaffected.
 	if code, body := f.do(t, "POST", api.PathInventory, agent, machine.Inventory{Source: "agent"}); code != 204 {
 		t.Errorf("the machine's own inventory after the replays: %d %s", code, body)
+	}
+}
+
+// Without an iPXE script (UEFI HTTP boot, virtual media) the agent asks for
+// its boot credential by MAC: only the address tied to the MAC gets it.
+func TestCredentialByMAC(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	m1, _ := f.s.GetMachine(ctx, "node1")
+	path := api.PathCredential + "?mac=" + m1.MACs[0]
+	if code, body := f.do(t, "POST", path, "", struct{}{}); code != 403 || !strings.Contains(string(body), "in no job") {
+		t.Errorf("no job: %d %s, want 403", code, body)
+	}
+	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}}); code != 202 {
+		t.Fatalf("reimage: %d %s", code, body)
+	}
+	if err := f.s.PutLease(ctx, store.Lease{MAC: m1.MACs[0], IP: machineAddr, MachineID: m1.ID, State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := f.doFrom(t, intruderAddr, "POST", path, "", struct{}{}); code != 403 || !strings.Contains(string(body), "is leased to 127.0.0.1") {
+		t.Errorf("from %s: %d %s, want 403", intruderAddr, code, body)
+	}
+	code, body := f.do(t, "POST", path, "", struct{}{})
+	var x api.Exchange
+	if err := json.Unmarshal(body, &x); code != 200 || err != nil || x.Token == "" {
+		t.Fatalf("from the machine: %d %s", code, body)
+	}
+	if code, body := f.do(t, "POST", api.PathExchange, x.Token, struct{}{}); code != 200 {
+		t.Errorf("exchanging the asked-for credential: %d %s", code, body)
 	}
 }
 
