@@ -60,13 +60,13 @@ import (
 const (
 	PathExchange   = "/api/v1/agent/exchange"
 	PathCredential = "/api/v1/agent/credential"
-	PathTask      = "/api/v1/agent/task"
-	PathInventory = "/api/v1/agent/inventory"
-	PathProgress  = "/api/v1/agent/progress"
-	PathChecks    = "/api/v1/agent/checks"
-	PathLog       = "/api/v1/agent/log"
-	PathDone      = "/api/v1/agent/done"
-	PathFirstboot = "/api/v1/agent/firstboot"
+	PathTask       = "/api/v1/agent/task"
+	PathInventory  = "/api/v1/agent/inventory"
+	PathProgress   = "/api/v1/agent/progress"
+	PathChecks     = "/api/v1/agent/checks"
+	PathLog        = "/api/v1/agent/log"
+	PathDone       = "/api/v1/agent/done"
+	PathFirstboot  = "/api/v1/agent/firstboot"
 )
 
 // Mode is what the agent is asked to do.
