@@ -16,6 +16,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agent/blockdev"
 	"github.com/ingot-dev/ingot/pkg/agent/imagewrite"
 	"github.com/ingot-dev/ingot/pkg/agent/inventory"
+	"github.com/ingot-dev/ingot/pkg/agent/lldp"
 	"github.com/ingot-dev/ingot/pkg/agent/netup"
 	"github.com/ingot-dev/ingot/pkg/agent/pid1"
 	"github.com/ingot-dev/ingot/pkg/api"
@@ -129,7 +130,16 @@ func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger)
 		Console: con,
 		Logger:  log,
 		Inventory: func(ctx context.Context) machine.Inventory {
-			return inventory.Read(ctx, inventory.Options{Root: o.root})
+			opts := inventory.Options{Root: o.root}
+			if filepath.Clean(o.root) == "/" {
+				// This host's own ports (not a --root tree's): mark the one
+				// ingot is reached over, hear what each switch port says (LLDP).
+				opts.BootIface, _ = inventory.BootIface(cfg.Server)
+				opts.LLDP = func(ctx context.Context, ifaces []string) map[string]machine.LLDPNeighbor {
+					return lldp.Listen(ctx, ifaces, lldp.DefaultWait)
+				}
+			}
+			return inventory.Read(ctx, opts)
 		},
 		ListDisks:  func() ([]blockdev.Disk, error) { return blockdev.List(o.root) },
 		OpenTarget: func(p string) (*imagewrite.Target, error) { return imagewrite.OpenTarget(p, sysRoot) },

@@ -34,6 +34,9 @@ const (
 	bmcPort0  = 9001
 	bmcUser   = "admin"
 	stateFile = "lab.json"
+	// LLDPName is the system name lldpd announces on the bridge: the lab
+	// machines' NICs record it (Port ID "br0") as their LLDP neighbour.
+	LLDPName = "ingot-lab"
 )
 
 // VMSpec asks for one lab machine.
@@ -241,12 +244,17 @@ func nsHTTPClient(ns *netns.NS) *http.Client {
 // spawn starts a long-running process inside the namespace, detached from
 // this process (its own session) so it outlives `ingot lab up`.
 func (l *Lab) spawn(name string, args ...string) (int, error) {
+	return l.spawnProgram(name, l.State.Binary, args...)
+}
+
+// spawnProgram is spawn for a program other than ingot (lldpd).
+func (l *Lab) spawnProgram(name, program string, args ...string) (int, error) {
 	logf, err := os.OpenFile(filepath.Join(l.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, l.State.Binary}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, program}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -265,6 +273,7 @@ func (l *Lab) Down() error {
 		stopPid(pid)
 	}
 	l.State.Pids = nil
+	_ = os.RemoveAll(lldpdDir(l.State.Namespace))
 	if l.ns != nil {
 		if err := l.ns.Close(); err != nil {
 			errs = append(errs, err)
@@ -285,6 +294,7 @@ func Down(dir string) error {
 		for _, pid := range st.Pids {
 			stopPid(pid)
 		}
+		_ = os.RemoveAll(lldpdDir(st.Namespace))
 		_ = os.Remove(filepath.Join(dir, stateFile))
 		return nil
 	}

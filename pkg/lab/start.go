@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -39,6 +41,7 @@ func (l *Lab) start(ctx context.Context) error {
 	if _, err := l.spawn("bmc", "lab", "bmc", "--dir", l.cfg.Dir); err != nil {
 		return err
 	}
+	l.startLLDP()
 	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
 		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
 		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--discovery-cmdline", "console=ttyS0"}
@@ -254,4 +257,56 @@ func (l *Lab) RewriteRecipe(fn func(map[string]any)) error {
 		return err
 	}
 	return l.StartServe(context.Background())
+}
+
+// lldpdConf is lldpd's configuration: a frame every 2 s (the agent listens
+// a few seconds, a switch's 30 s would mostly miss it), the bridge's name
+// as Port ID.
+const lldpdConf = `configure lldp tx-interval 2
+configure system hostname ` + LLDPName + `
+configure system description "ingot lab bridge"
+configure lldp portidsubtype ifname
+`
+
+// startLLDP runs lldpd on the bridge, so the machines' NICs hear a switch
+// port. A bridge does not forward LLDP between its ports (802.1D reserves
+// 01:80:c2:00:00:0e), but what lldpd sends on the bridge device leaves
+// every port (pkg/agent/lldp's TestIntegrationLLDPDOnBridge). Without
+// lldpd the lab works, its NICs without an LLDP neighbour: a warning.
+func (l *Lab) startLLDP() {
+	warn := func(err error) {
+		fmt.Fprintf(l.cfg.Out, "lab: warning: the lab bridge sends no LLDP, the machines' NICs will have no neighbour: %v\n", err)
+		l.cfg.Logger.Warn("lab bridge sends no LLDP", "err", err)
+	}
+	path, err := exec.LookPath("lldpd")
+	if err != nil {
+		warn(fmt.Errorf("%w ('make deps' installs it)", err))
+		return
+	}
+	// lldpd applies its configuration with lldpcli run as user _lldpd: the
+	// file and the control socket go where that user can reach them, which
+	// the lab's folder (often 0700) may not be.
+	dir := lldpdDir(l.State.Namespace)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		warn(err)
+		return
+	}
+	conf := filepath.Join(dir, "lldpd.conf")
+	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(conf, []byte(lldpdConf), 0o644)); err != nil {
+		warn(err)
+		return
+	}
+	// -d -d: in the foreground (spawn keeps its pid), logging to lldpd.log.
+	if _, err := l.spawnProgram("lldpd", path, "-d", "-d", "-I", Bridge, "-O", conf,
+		"-p", filepath.Join(dir, "lldpd.pid"), "-u", filepath.Join(dir, "lldpd.socket")); err != nil {
+		warn(err)
+	}
+}
+
+// lldpdDir holds the lab's lldpd configuration, pid file and socket.
+func lldpdDir(namespace string) string {
+	if namespace == "" {
+		return ""
+	}
+	return filepath.Join(os.TempDir(), namespace+"-lldpd")
 }

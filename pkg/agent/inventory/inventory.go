@@ -26,6 +26,14 @@ type Options struct {
 	// NvidiaSMI runs `nvidia-smi --query-gpu=... --format=csv,noheader,nounits`
 	// and returns its output; nil runs the binary from PATH if it is there.
 	NvidiaSMI func(ctx context.Context, args ...string) ([]byte, error)
+	// LLDP, if set, returns the LLDP neighbours heard on the named
+	// interfaces (the NICs with link), by name (lldp.Listen); Read records
+	// them in NIC.LLDP. It may wait a bounded time: Read runs it while it
+	// reads the rest.
+	LLDP func(ctx context.Context, ifaces []string) map[string]machine.LLDPNeighbor
+	// BootIface names the interface the agent reached ingot over (see
+	// BootIface); its NIC gets Boot. "" marks none.
+	BootIface string
 	Now       func() time.Time
 }
 
@@ -52,6 +60,11 @@ func Read(ctx context.Context, o Options) machine.Inventory {
 	problem("cpus", err)
 	inv.DIMMs, err = readDIMMs(o.Root)
 	problem("dimms", err)
+	// The NICs first: their LLDP neighbours may take seconds to arrive,
+	// heard meanwhile.
+	inv.NICs, err = readNICs(o.Root)
+	problem("nics", err)
+	heard := listenLLDP(ctx, inv.NICs, o.LLDP)
 	inv.GPUs, err = readGPUs(o.Root)
 	problem("gpus", err)
 	if out, err := o.NvidiaSMI(ctx, nvidiaSMIArgs...); err == nil {
@@ -61,10 +74,9 @@ func Read(ctx context.Context, o Options) machine.Inventory {
 	} else if !errors.Is(err, exec.ErrNotFound) {
 		problem("nvidia-smi", err)
 	}
-	inv.NICs, err = readNICs(o.Root)
-	problem("nics", err)
 	inv.Disks, err = readDisks(o.Root)
 	problem("disks", err)
+	markNICs(inv.NICs, o.BootIface, <-heard)
 	if inv.System.BIOSVersion != "" {
 		inv.Firmware = append(inv.Firmware, machine.Firmware{Component: "BIOS", Version: inv.System.BIOSVersion})
 	}

@@ -190,3 +190,39 @@ func FuzzParseNvidiaSMI(f *testing.F) {
 		ParseMemTotal(b)
 	})
 }
+
+// Read asks LLDP about the NICs with link only, records what was heard and
+// marks the boot interface.
+func TestReadLLDPAndBoot(t *testing.T) {
+	root := filepath.Join("testdata", "gpu-node")
+	var asked []string
+	sw := machine.LLDPNeighbor{ChassisID: "28:99:3a:4d:12:00", PortID: "Ethernet12/1", SystemName: "leaf-r12-a", VLAN: 100}
+	inv := Read(context.Background(), Options{Root: root, NvidiaSMI: fakeSMI(""), BootIface: "ens1np0",
+		LLDP: func(_ context.Context, ifaces []string) map[string]machine.LLDPNeighbor {
+			asked = ifaces
+			return map[string]machine.LLDPNeighbor{"ens1np0": sw, "br0": {PortID: "not a NIC"}}
+		}})
+	if diff := cmp.Diff([]string{"ens1np0"}, asked); diff != "" {
+		t.Errorf("LLDP asked about (-want +got):\n%s", diff)
+	}
+	if len(inv.NICs) != 1 || !inv.NICs[0].Boot || inv.NICs[0].LLDP == nil || *inv.NICs[0].LLDP != sw {
+		t.Errorf("nics = %+v, want ens1np0 the boot port, cabled to %+v", inv.NICs, sw)
+	}
+	// Without an answer the NIC has no neighbour; another boot port marks none.
+	inv = Read(context.Background(), Options{Root: root, NvidiaSMI: fakeSMI(""), BootIface: "eth9",
+		LLDP: func(context.Context, []string) map[string]machine.LLDPNeighbor { return nil }})
+	if len(inv.NICs) != 1 || inv.NICs[0].Boot || inv.NICs[0].LLDP != nil {
+		t.Errorf("nics = %+v, want no boot port and no neighbour", inv.NICs)
+	}
+}
+
+func TestBootIface(t *testing.T) {
+	if got, err := BootIface("http://127.0.0.1:8080"); err != nil || got != "lo" {
+		t.Errorf("BootIface(loopback) = %q, %v; want lo", got, err)
+	}
+	for _, bad := range []string{"", "10.77.0.1:8080", "http://"} {
+		if got, err := BootIface(bad); err == nil {
+			t.Errorf("BootIface(%q) = %q, want an error", bad, got)
+		}
+	}
+}

@@ -1,7 +1,10 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -56,4 +59,70 @@ func readNICs(root string) ([]machine.NIC, error) {
 	}
 	sort.Slice(nics, func(i, j int) bool { return nics[i].Name < nics[j].Name })
 	return nics, nil
+}
+
+// listenLLDP asks lldp for the neighbours of the NICs with link, in the
+// background; the channel yields them (nil without lldp or such NICs).
+func listenLLDP(ctx context.Context, nics []machine.NIC, lldp func(context.Context, []string) map[string]machine.LLDPNeighbor) <-chan map[string]machine.LLDPNeighbor {
+	out := make(chan map[string]machine.LLDPNeighbor, 1)
+	var up []string
+	for _, n := range nics {
+		if n.LinkUp {
+			up = append(up, n.Name)
+		}
+	}
+	if lldp == nil || len(up) == 0 {
+		out <- nil
+		return out
+	}
+	go func() { out <- lldp(ctx, up) }()
+	return out
+}
+
+// markNICs sets Boot on the boot interface's NIC and LLDP on each NIC a
+// neighbour was heard on.
+func markNICs(nics []machine.NIC, boot string, heard map[string]machine.LLDPNeighbor) {
+	for i := range nics {
+		nics[i].Boot = boot != "" && nics[i].Name == boot
+		if n, ok := heard[nics[i].Name]; ok {
+			nics[i].LLDP = &n
+		}
+	}
+}
+
+// BootIface returns the interface this host reaches server (an http(s)
+// URL) over: the one holding the source address the kernel picks for it.
+// Nothing is sent (a UDP socket is only connected). A bond or bridge
+// holding the address is returned as itself, not its ports.
+func BootIface(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil || u.Hostname() == "" {
+		return "", fmt.Errorf("finding the boot interface: server %q is not a URL with a host", server)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443"}[u.Scheme]
+		if port == "" {
+			port = "80"
+		}
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return "", fmt.Errorf("finding the interface that reaches %s: %w", u.Host, err)
+	}
+	local := c.LocalAddr().(*net.UDPAddr).IP
+	c.Close()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(local) {
+				return ifc.Name, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no interface holds %s, the address that reaches %s", local, u.Host)
 }
