@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -69,6 +70,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			con.Mark("kernel random pool was not initialized: credited CPU jitter (give VMs virtio-rng) err=%v", err)
 		}
 	}
+	// Hear LLDP from the start: a switch announces when the link comes up,
+	// and ones that send every 30 s are heard before the inventory is read.
+	started := time.Now()
+	var ll *lldp.Listener
+	if filepath.Clean(o.root) == "/" && cfg.LLDPWait > 0 {
+		if ifs, err := net.Interfaces(); err == nil {
+			var names []string
+			for _, ifc := range netup.Candidates(ifs, "") {
+				names = append(names, ifc.Name)
+			}
+			if ll, err = lldp.Start(names); err != nil {
+				log.Warn("not listening for LLDP", "err", err)
+			} else {
+				defer ll.Close()
+			}
+		}
+	}
 	if o.net {
 		l, err := netup.Up(ctx, netup.Config{Iface: cfg.Iface, ResolvConf: resolvConf(isInit), KeepLease: true, Logger: log})
 		if err != nil {
@@ -76,7 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		con.Mark("network up iface=%s mac=%s addr=%s router=%v", l.Iface, l.MAC, l.Addr.String(), l.Router)
 	}
-	a := newAgent(o, cfg, con, log)
+	a := newAgent(o, cfg, con, log, lldpUntil(ll, started.Add(cfg.LLDPWait)))
 	out, err := a.Run(ctx)
 	if err != nil {
 		return fatal(o, cfg, con, err)
@@ -120,7 +138,21 @@ func resolvConf(isInit bool) string {
 	return ""
 }
 
-func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger) *agent.Agent {
+// lldpUntil is the inventory's LLDP source: what the listener started at
+// agent start has heard, waiting for the rest until deadline. nil without a
+// listener.
+func lldpUntil(ll *lldp.Listener, deadline time.Time) func(context.Context, []string) map[string]machine.LLDPNeighbor {
+	if ll == nil {
+		return nil
+	}
+	return func(ctx context.Context, _ []string) map[string]machine.LLDPNeighbor {
+		ctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		return ll.Wait(ctx)
+	}
+}
+
+func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger, heard func(context.Context, []string) map[string]machine.LLDPNeighbor) *agent.Agent {
 	client := api.NewAgentClient(cfg.Server, cfg.Token, log)
 	client.MAC = cfg.MAC
 	sysRoot := o.root + "/sys"
@@ -135,9 +167,7 @@ func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger)
 				// This host's own ports (not a --root tree's): mark the one
 				// ingot is reached over, hear what each switch port says (LLDP).
 				opts.BootIface, _ = inventory.BootIface(cfg.Server)
-				opts.LLDP = func(ctx context.Context, ifaces []string) map[string]machine.LLDPNeighbor {
-					return lldp.Listen(ctx, ifaces, lldp.DefaultWait)
-				}
+				opts.LLDP = heard
 			}
 			return inventory.Read(ctx, opts)
 		},

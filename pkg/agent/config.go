@@ -43,6 +43,10 @@ type Config struct {
 	// TaskWait bounds how long the agent keeps asking for its task while the
 	// server answers 503 or cannot be reached: ingot.taskwait=10m.
 	TaskWait time.Duration
+	// LLDPWait bounds how long, from the agent's start, the inventory waits
+	// to hear every port's LLDP: ingot.lldpwait=35s for switches that send
+	// every 30 s; 0 turns listening off. Default 5 s.
+	LLDPWait time.Duration
 	// Unknown lists ingot.* keys this agent does not know (a newer server's).
 	Unknown []string
 }
@@ -51,7 +55,7 @@ type Config struct {
 // words (console=ttyS0, quiet, initrd=...) are ignored. Values may be quoted
 // as the kernel allows ("ingot.x=a b" or ingot.x="a b").
 func ParseCmdline(s string) (Config, error) {
-	cfg := Config{OnError: OnErrorWait, TaskWait: 10 * time.Minute}
+	cfg := Config{OnError: OnErrorWait, TaskWait: 10 * time.Minute, LLDPWait: 5 * time.Second}
 	for _, w := range splitCmdline(s) {
 		k, v, hasV := strings.Cut(w, "=")
 		key, ok := strings.CutPrefix(k, "ingot.")
@@ -79,6 +83,12 @@ func ParseCmdline(s string) (Config, error) {
 			cfg.OnError = OnError(v)
 		case "debug":
 			cfg.Debug = !hasV || (v != "0" && v != "false" && v != "no")
+		case "lldpwait":
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return cfg, fmt.Errorf("kernel command line: ingot.lldpwait=%q: expected a duration such as 35s (0 to not listen)", v)
+			}
+			cfg.LLDPWait = d
 		case "taskwait":
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {

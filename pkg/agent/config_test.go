@@ -9,7 +9,7 @@ import (
 )
 
 func TestParseCmdline(t *testing.T) {
-	base := Config{OnError: OnErrorWait, TaskWait: 10 * time.Minute}
+	base := Config{OnError: OnErrorWait, TaskWait: 10 * time.Minute, LLDPWait: 5 * time.Second}
 	with := func(f func(*Config)) Config { c := base; f(&c); return c }
 	tests := map[string]struct {
 		in   string
@@ -32,6 +32,10 @@ func TestParseCmdline(t *testing.T) {
 		"empty":        {in: "", want: base},
 		"last wins":    {in: "ingot.token=a ingot.token=b", want: with(func(c *Config) { c.Token = "b" })},
 		"bad taskwait": {in: "ingot.taskwait=soon", bad: "ingot.taskwait"},
+		"lldpwait":     {in: "ingot.lldpwait=35s", want: with(func(c *Config) { c.LLDPWait = 35 * time.Second })},
+		"lldp off":     {in: "ingot.lldpwait=0", want: with(func(c *Config) { c.LLDPWait = 0 })},
+		"bad lldpwait": {in: "ingot.lldpwait=-1s", bad: "ingot.lldpwait"},
+		"firstboot":    {in: "ingot.firstboot=mf_x", want: with(func(c *Config) { c.FirstBoot = "mf_x" })},
 		"discovery": {in: "ingot.server=http://s ingot.mode=discovery ingot.mac=52:54:00:00:00:01",
 			want: with(func(c *Config) { c.Server, c.Mode, c.MAC = "http://s", "discovery", "52:54:00:00:00:01" })},
 	}
