@@ -117,29 +117,14 @@ func TestGPUReady(t *testing.T) {
 			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: bus bandwidth 312.5GB/s"},
 			check:  gpuReadyWaiverScope},
 		"waiver: pcie-link waived on a Gen4 x8 GPU": {
-			skip: "not supported yet: a waiver for pcie-link cannot let this machine past: pkg/drift reports the same link " +
-				"(x8 of x16, Gen4 of Gen5) as critical drift and the engine fails the job at the inventory step, before " +
-				"the checks that waivers apply to are judged; needs drift findings a check covers to yield to that check's waiver",
 			node: func(s *hgxSpec) { s.gpus[2].gen, s.gpus[2].width = 4, 8 }, waive: []string{"pcie-link"},
 			want: machine.StateReady, check: gpuReadyWaived},
 
 		"firmware drift only the BMC shows": {
-			skip: "not enforced yet: the engine reads the BMC's inventory in the BMC step only to reconcile GPUs; the " +
-				"recipe's firmware pins are held against the agent's in-band inventory alone, which has no BMC, CPLD or " +
-				"HGX baseboard version, so any of them off its pin reaches ready; needs the firmware drift of the BMC's " +
-				"inventory (read in the BMC step) to fail the job like the agent's",
 			node:   func(s *hgxSpec) { s.bmc = "7.10.20.00" },
 			reason: []string{"firmware BMC: BMC firmware not at the pinned version (policy block) (expected 7.10.30.00, found 7.10.20.00)"}},
 		"in-band inventory without PSUs": {
-			skip: "fails today, for the wrong reason: the real agent reads no PSUs in-band (pkg/agent/inventory), and " +
-				"pkg/drift takes the missing list for 6 missing PSUs (critical) and cannot check power: no machine of a " +
-				"recipe with hardware.psus reaches ready; needs PSUs and power judged on the BMC's inventory, not on the agent's",
 			node: func(s *hgxSpec) { s.inbandPSUs = false }, want: machine.StateReady},
-		"in-band ConnectX-6 Lx as the real agent names it": {
-			skip: "fails today, for the wrong reason: pkg/agent/inventory's nicModels has no 15b3:101f, so the real agent " +
-				"names the management port \"[15b3:101f]\" and drift finds no ConnectX-6 Lx and a boot port off the " +
-				"management network; needs \"15b3:101f\": \"ConnectX-6 Lx\" there",
-			node: func(s *hgxSpec) { s.nics[0].model = "[15b3:101f]" }, want: machine.StateReady},
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -45,14 +45,14 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {
-				out = append(out, engine.Finding{Severity: string(f.Severity), Part: f.Part, Message: f.String()})
+				out = append(out, engineFinding(f))
 			}
 			return out
 		},
 		Reconcile: func(inBand, fromBMC machine.Inventory) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.ReconcileGPUs(inBand.GPUs, fromBMC.GPUs) {
-				out = append(out, engine.Finding{Severity: string(f.Severity), Part: f.Part, Message: f.String()})
+				out = append(out, engineFinding(f))
 			}
 			return out
 		},
@@ -71,6 +71,16 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		return nil, err
 	}
 	return &provisioning{engine: e, api: api}, nil
+}
+
+// engineFinding carries a drift finding to the engine: its message with
+// what was expected and found (the part and severity travel apart).
+func engineFinding(f drift.Finding) engine.Finding {
+	msg := f.Message
+	if f.Expected != "" || f.Found != "" {
+		msg += fmt.Sprintf(" (expected %s, found %s)", f.Expected, f.Found)
+	}
+	return engine.Finding{Severity: string(f.Severity), Part: f.Part, Message: msg, Check: f.Check}
 }
 
 // mount adds the API routes to serve's HTTP mux.

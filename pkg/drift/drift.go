@@ -46,6 +46,10 @@ type Finding struct {
 	Message  string   `json:"message"`
 	Expected string   `json:"expected,omitempty"`
 	Found    string   `json:"found,omitempty"`
+	// Check is the acceptance check that judges the same fact (pcie-link
+	// for a degraded GPU link): an operator's waiver of that check for the
+	// machine covers this finding too. "" for findings no check covers.
+	Check string `json:"check,omitempty"`
 }
 
 func (f Finding) String() string {
@@ -74,11 +78,16 @@ func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
 		fs.nics(inv.NICs, n)
 	}
 	fs.network(inv.NICs, r.Hardware.NICs, r.Network)
-	if r.Hardware.PSUs != nil {
+	// The in-band agent cannot see PSUs or the BMC's power readings: those
+	// are judged on the BMC's inventory only.
+	inBand := inv.Source == "agent"
+	if r.Hardware.PSUs != nil && !inBand {
 		fs.psus(inv.PSUs, *r.Hardware.PSUs)
 	}
 	fs.firmware(inv, r.Firmware)
-	fs.power(inv, r.Power, r.Hardware.PSUs)
+	if !inBand {
+		fs.power(inv, r.Power, r.Hardware.PSUs)
+	}
 	for _, p := range inv.Problems {
 		fs.add(Info, p.Part, "the BMC did not answer this part; facts from it are missing", "", p.Detail)
 	}
@@ -118,6 +127,10 @@ func (fs *findings) add(sev Severity, part, msg, expected, found string) {
 	*fs = append(*fs, Finding{Severity: sev, Part: part, Message: msg, Expected: expected, Found: found})
 }
 
+// judgedBy marks the finding just added as the same fact an acceptance
+// check judges.
+func (fs *findings) judgedBy(check string) { (*fs)[len(*fs)-1].Check = check }
+
 func contains(s, sub string) bool { return strings.Contains(strings.ToLower(s), strings.ToLower(sub)) }
 
 // gpuMatches: vendor and model are case-insensitive substrings
@@ -147,6 +160,7 @@ func (fs *findings) gpus(gpus []machine.GPU, specs []recipe.GPUSpec) {
 		switch {
 		case len(match) < s.Count:
 			fs.add(Critical, "gpu", fmt.Sprintf("missing GPU: %d of %d %s found", len(match), s.Count, s.Model), want, fmt.Sprintf("%d", len(match)))
+			fs.judgedBy("gpu-count")
 		case len(match) > s.Count:
 			fs.add(Warning, "gpu", fmt.Sprintf("more %s GPUs than the recipe says", s.Model), want, fmt.Sprintf("%d", len(match)))
 		}
@@ -196,6 +210,7 @@ func (fs *findings) gpu(g machine.GPU, i int, s recipe.GPUSpec) {
 		case cur.Width < s.PCIeWidth:
 			fs.add(Critical, part, fmt.Sprintf("PCIe link trained at x%d instead of x%d", cur.Width, s.PCIeWidth),
 				fmt.Sprintf("x%d", s.PCIeWidth), fmt.Sprintf("x%d", cur.Width))
+			fs.judgedBy("pcie-link")
 		}
 	} else if cur.Width > 0 && maxl.Width > cur.Width {
 		fs.add(Warning, part, fmt.Sprintf("PCIe link trained at x%d below its maximum x%d", cur.Width, maxl.Width),
@@ -208,6 +223,7 @@ func (fs *findings) gpu(g machine.GPU, i int, s recipe.GPUSpec) {
 		case cur.Gen < s.PCIeGen:
 			fs.add(Critical, part, fmt.Sprintf("PCIe link at Gen%d instead of Gen%d", cur.Gen, s.PCIeGen),
 				fmt.Sprintf("Gen%d", s.PCIeGen), fmt.Sprintf("Gen%d", cur.Gen))
+			fs.judgedBy("pcie-link")
 		}
 	} else if cur.Gen > 0 && maxl.Gen > cur.Gen {
 		fs.add(Warning, part, fmt.Sprintf("PCIe link at Gen%d below its maximum Gen%d", cur.Gen, maxl.Gen),
@@ -255,6 +271,7 @@ func (fs *findings) memory(dimms []machine.DIMM, s recipe.MemSpec) {
 	}
 	if s.Total > 0 && total < s.Total.Bytes() {
 		fs.add(Critical, "memory", "less memory than the recipe's total", ">= "+s.Total.String(), recipe.Size(total).String())
+		fs.judgedBy("memory-size")
 	}
 	switch {
 	case s.DIMMs > 0 && len(dimms) < s.DIMMs:
@@ -282,6 +299,7 @@ func (fs *findings) nics(nics []machine.NIC, s recipe.NICSpec) {
 	if s.Count > 0 && len(match) < s.Count {
 		fs.add(Critical, part, fmt.Sprintf("missing NIC port: %d of %d %s found", len(match), s.Count, label),
 			fmt.Sprintf("%d", s.Count), fmt.Sprintf("%d", len(match)))
+		fs.judgedBy("nic-link")
 	}
 	if s.Speed == 0 {
 		return
@@ -360,6 +378,25 @@ func dedupe(s []string) []string {
 	return out
 }
 
+// sameComponent matches a firmware.other key with a reported component
+// name whatever the case and separators: "hgx-baseboard" is "HGX Baseboard"
+// and "HGX_Baseboard"; "cpld" is "CPLD" and "System CPLD".
+func sameComponent(reported, key string) bool {
+	norm := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			if r >= 'A' && r <= 'Z' {
+				return r + 'a' - 'A'
+			}
+			return -1
+		}, s)
+	}
+	k := norm(key)
+	return k != "" && strings.Contains(norm(reported), k)
+}
+
 func firmwareEntries(inv machine.Inventory, key string) []string {
 	var out []string
 	for _, f := range inv.Firmware {
@@ -409,7 +446,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 	for _, k := range names {
 		var have []string
 		for _, e := range inv.Firmware {
-			if e.Component == k {
+			if sameComponent(e.Component, k) {
 				have = append(have, e.Version)
 			}
 		}

@@ -88,31 +88,31 @@ func TestCheck(t *testing.T) {
 		"matches": {mutate: func(*machine.Inventory, *recipe.Recipe) {}},
 		"missing GPU": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs = i.GPUs[:7] },
-			want:   []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7"}},
+			want:   []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7", "gpu-count"}},
 		},
 		"wrong model": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[3].Model = "NVIDIA A100-SXM4-80GB" },
-			want: []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7"},
-				{Critical, "gpu", "wrong GPU model: GPUs the recipe does not list", "H100", "NVIDIA NVIDIA A100-SXM4-80GB"}},
+			want: []Finding{{Critical, "gpu", "missing GPU: 7 of 8 H100 found", "8 x nvidia H100", "7", "gpu-count"},
+				{Critical, "gpu", "wrong GPU model: GPUs the recipe does not list", "H100", "NVIDIA NVIDIA A100-SXM4-80GB", ""}},
 		},
 		"PCIe x16 to x8": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[2].LinkCurrent.Width = 8 },
-			want:   []Finding{{Critical, "gpu 2", "PCIe link trained at x8 instead of x16", "x16", "x8"}},
+			want:   []Finding{{Critical, "gpu 2", "PCIe link trained at x8 instead of x16", "x16", "x8", "pcie-link"}},
 		},
 		"PCIe gen drop": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[1].LinkCurrent.Gen = 4 },
-			want:   []Finding{{Critical, "gpu 1", "PCIe link at Gen4 instead of Gen5", "Gen5", "Gen4"}},
+			want:   []Finding{{Critical, "gpu 1", "PCIe link at Gen4 instead of Gen5", "Gen5", "Gen4", "pcie-link"}},
 		},
 		"downtrained without a pinned width": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
 				r.Hardware.GPUs[0].PCIeWidth = 0
 				i.GPUs[0].LinkCurrent.Width = 8
 			},
-			want: []Finding{{Warning, "gpu 0", "PCIe link trained at x8 below its maximum x16", "x16", "x8"}},
+			want: []Finding{{Warning, "gpu 0", "PCIe link trained at x8 below its maximum x16", "x16", "x8", ""}},
 		},
 		"VRAM below min": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].VRAMMiB = 40960 },
-			want:   []Finding{{Critical, "gpu 4", "VRAM below the minimum", ">= 80GiB", "40GiB"}},
+			want:   []Finding{{Critical, "gpu 4", "VRAM below the minimum", ">= 80GiB", "40GiB", ""}},
 		},
 		"CPU sockets, cores and model": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
@@ -120,40 +120,40 @@ func TestCheck(t *testing.T) {
 				i.CPUs[0].Cores = 32
 				i.CPUs[0].Model = "AMD EPYC 9654"
 			},
-			want: []Finding{{Critical, "cpu", "CPU socket count differs", "2", "1"},
-				{Critical, "cpu CPU0", "wrong CPU model", "Xeon Platinum 84", "AMD EPYC 9654"},
-				{Critical, "cpu CPU0", "fewer cores than the minimum", ">= 48", "32"}},
+			want: []Finding{{Critical, "cpu", "CPU socket count differs", "2", "1", ""},
+				{Critical, "cpu CPU0", "wrong CPU model", "Xeon Platinum 84", "AMD EPYC 9654", ""},
+				{Critical, "cpu CPU0", "fewer cores than the minimum", ">= 48", "32", ""}},
 		},
 		"DIMM missing": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.DIMMs = i.DIMMs[:31] },
-			want: []Finding{{Critical, "memory", "less memory than the recipe's total", ">= 2TiB", "1984GiB"},
-				{Critical, "memory", "1 DIMM(s) missing", "32 DIMMs", "31"}},
+			want: []Finding{{Critical, "memory", "less memory than the recipe's total", ">= 2TiB", "1984GiB", "memory-size"},
+				{Critical, "memory", "1 DIMM(s) missing", "32 DIMMs", "31", ""}},
 		},
 		"NIC slow and missing": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
 				i.NICs = i.NICs[:1]
 				i.NICs[0].SpeedMbps = 200000
 			},
-			want: []Finding{{Critical, "nic workload", "missing NIC port: 1 of 2 ConnectX-7 400Gbps found", "2", "1"},
-				{Warning, "nic workload p0", "NIC link slower than the recipe's speed", "400Gbps", "200Gbps"}},
+			want: []Finding{{Critical, "nic workload", "missing NIC port: 1 of 2 ConnectX-7 400Gbps found", "2", "1", "nic-link"},
+				{Warning, "nic workload p0", "NIC link slower than the recipe's speed", "400Gbps", "200Gbps", ""}},
 		},
 		"PSU failed and absent": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
 				i.PSUs[1].Health = "Critical"
 				i.PSUs[3].State = "Absent"
 			},
-			want: []Finding{{Critical, "power", "power capacity 2700 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "2700 W"},
-				{Critical, "psu", "1 PSU(s) missing", "4", "3"},
-				{Critical, "psu PSU2", "PSU failed", "Enabled, OK", "Enabled, Critical"}},
+			want: []Finding{{Critical, "power", "power capacity 2700 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "2700 W", ""},
+				{Critical, "psu", "1 PSU(s) missing", "4", "3", ""},
+				{Critical, "psu PSU2", "PSU failed", "Enabled, OK", "Enabled, Critical", ""}},
 		},
 		"PSU rated low": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.PSUs[0].RatedWatts = 2000 },
-			want: []Finding{{Critical, "power", "power capacity 7200 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "7200 W"},
-				{Warning, "psu PSU1", "PSU rated below the recipe", "3000 W", "2000 W"}}[1:],
+			want: []Finding{{Critical, "power", "power capacity 7200 W (after N+1 reserve and 10% derating) is below the expected load", ">= 7000 W", "7200 W", ""},
+				{Warning, "psu PSU1", "PSU rated below the recipe", "3000 W", "2000 W", ""}}[1:],
 		},
 		"load above derated capacity": {
 			mutate: func(_ *machine.Inventory, r *recipe.Recipe) { r.Power.DeratingPct = 30 },
-			want:   []Finding{{Critical, "power", "power capacity 6300 W (after N+1 reserve and 30% derating) is below the expected load", ">= 7000 W", "6300 W"}},
+			want:   []Finding{{Critical, "power", "power capacity 6300 W (after N+1 reserve and 30% derating) is below the expected load", ">= 7000 W", "6300 W", ""}},
 		},
 		"firmware drift blocks by default": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
@@ -161,8 +161,8 @@ func TestCheck(t *testing.T) {
 				i.GPUs[5].Firmware = "96.00.61.00.01"
 				i.NICs[1].Firmware = ""
 			},
-			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3"},
-				{Critical, "firmware GPU", "GPU firmware not at the pinned version (policy block)", "96.00.74.00.01", "96.00.61.00.01"}},
+			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3", ""},
+				{Critical, "firmware GPU", "GPU firmware not at the pinned version (policy block)", "96.00.74.00.01", "96.00.61.00.01", ""}},
 		},
 		"firmware policy warn": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
@@ -172,22 +172,22 @@ func TestCheck(t *testing.T) {
 				i.GPUs[5].Firmware = "96.00.61.00.01"
 				i.NICs[0].Firmware = "28.38.1000"
 			},
-			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3"},
-				{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "28.38.1000"},
-				{Warning, "firmware BMC", "BMC firmware not at the pinned version (policy warn)", "1.9", "1.8"},
-				{Warning, "firmware GPU", "GPU firmware not at the pinned version (policy warn)", "96.00.74.00.01", "96.00.61.00.01"}},
+			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy block)", "2.4b", "2.3", ""},
+				{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "28.38.1000", ""},
+				{Warning, "firmware BMC", "BMC firmware not at the pinned version (policy warn)", "1.9", "1.8", ""},
+				{Warning, "firmware GPU", "GPU firmware not at the pinned version (policy warn)", "96.00.74.00.01", "96.00.61.00.01", ""}},
 		},
 		"BMC version unknown": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
-			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown"}},
+			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
 		},
 		"other firmware from the firmware inventory": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
 				r.Firmware.Other = map[string]string{"CPLD": "1.2", "hgx-baseboard": "1.5.0"}
 				i.Firmware = []machine.Firmware{{Component: "CPLD", Version: "1.1"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
 			},
-			want: []Finding{{Critical, "firmware CPLD", "CPLD firmware not at the pinned version (policy block)", "1.2", "1.1"},
-				{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0"}},
+			want: []Finding{{Critical, "firmware CPLD", "CPLD firmware not at the pinned version (policy block)", "1.2", "1.1", ""},
+				{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0", ""}},
 		},
 		"other firmware policy warn": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
@@ -195,14 +195,14 @@ func TestCheck(t *testing.T) {
 				r.Firmware.Policy = map[string]recipe.FirmwareAction{"other.cpld": recipe.FirmwareWarn}
 				i.Firmware = []machine.Firmware{{Component: "cpld", Version: "1.0.3"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
 			},
-			want: []Finding{{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0"},
-				{Warning, "firmware cpld", "cpld firmware not at the pinned version (policy warn)", "1.0.4", "1.0.3"}},
+			want: []Finding{{Critical, "firmware hgx-baseboard", "hgx-baseboard firmware not at the pinned version (policy block)", "1.5.0", "1.4.0", ""},
+				{Warning, "firmware cpld", "cpld firmware not at the pinned version (policy warn)", "1.0.4", "1.0.3", ""}},
 		},
 		"problems become info": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) {
 				i.Problems = []machine.Problem{{Part: "Chassis/1/Power", Detail: "bad response"}}
 			},
-			want: []Finding{{Info, "Chassis/1/Power", "the BMC did not answer this part; facts from it are missing", "", "bad response"}},
+			want: []Finding{{Info, "Chassis/1/Power", "the BMC did not answer this part; facts from it are missing", "", "bad response", ""}},
 		},
 	}
 	for name, tc := range cases {

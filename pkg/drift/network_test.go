@@ -56,3 +56,29 @@ func TestNetworkRoles(t *testing.T) {
 		})
 	}
 }
+
+// The agent cannot see PSUs or the BMC's power readings: an in-band
+// inventory without them is not a machine with its PSUs missing.
+func TestInBandSkipsPSUs(t *testing.T) {
+	r := &recipe.Recipe{Hardware: recipe.Hardware{PSUs: &recipe.PSUSpec{Count: 6, RatedWatts: 3000}}}
+	if fs := Check(machine.Inventory{Source: "agent"}, r); len(fs) != 0 {
+		t.Errorf("in-band: %v, want no PSU findings", fs)
+	}
+	if fs := Check(machine.Inventory{Source: "redfish"}, r); len(fs) == 0 || !strings.Contains(fs[0].Message, "6 PSU(s) missing") {
+		t.Errorf("BMC inventory without PSUs: %v, want them missing", fs)
+	}
+}
+
+func TestSameComponent(t *testing.T) {
+	for _, c := range []struct {
+		reported, key string
+		want          bool
+	}{
+		{"CPLD", "cpld", true}, {"System CPLD", "cpld", true}, {"HGX Baseboard", "hgx-baseboard", true},
+		{"HGX_Baseboard_FW", "hgx-baseboard", true}, {"BIOS", "cpld", false}, {"anything", "--", false},
+	} {
+		if got := sameComponent(c.reported, c.key); got != c.want {
+			t.Errorf("sameComponent(%q, %q) = %v, want %v", c.reported, c.key, got, c.want)
+		}
+	}
+}

@@ -99,12 +99,21 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 	if e.drift != nil {
 		findings = e.drift(inv, r)
 	}
-	findings = append(findings, e.reconcileWithBMC(ctx, machineID, j, inv)...)
+	findings = append(findings, e.bmcFindings(ctx, machineID, j, inv, r)...)
+	m, err := e.store.GetMachine(ctx, machineID)
+	if err != nil {
+		return err
+	}
 	var critical []string
 	for _, f := range findings {
-		if f.Severity == "critical" {
-			critical = append(critical, f.Part+": "+f.Message)
+		if f.Severity != "critical" {
+			continue
 		}
+		if w, ok := m.Waiver(f.Check); ok && f.Check != "" {
+			e.eventBy(ctx, machineID, w.Actor, "check.waived", fmt.Sprintf("finding let past by the waiver of %s: %s: %s (%s)", f.Check, f.Part, f.Message, w.Reason), map[string]string{"job": j.ID})
+			continue
+		}
+		critical = append(critical, f.Part+": "+f.Message)
 	}
 	_, err = e.advance(ctx, j.ID, StepInventory, StepImage, 0, func(st *ReimageStatus) { st.Findings = findings })
 	if err != nil && !errors.Is(err, errWrongStep) {
@@ -117,9 +126,10 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 	return nil
 }
 
-// reconcileWithBMC compares the agent's inventory with the BMC's, read in
-// this job's BMC step.
-func (e *Engine) reconcileWithBMC(ctx context.Context, machineID string, j *store.Job, inv machine.Inventory) []Finding {
+// bmcFindings judges what only the BMC shows, on the BMC inventory read in
+// this job's BMC step: firmware pins (BMC, CPLD, baseboard: the agent cannot
+// read them), PSUs and power; and reconciles its GPUs with the agent's.
+func (e *Engine) bmcFindings(ctx context.Context, machineID string, j *store.Job, inv machine.Inventory, r *recipe.Recipe) []Finding {
 	if e.reconcile == nil {
 		return nil
 	}
@@ -128,9 +138,20 @@ func (e *Engine) reconcileWithBMC(ctx context.Context, machineID string, j *stor
 		return nil
 	}
 	for i := len(snaps) - 1; i >= 0; i-- {
-		if s := snaps[i]; s.Inventory.Source == "redfish" && !s.Taken.Before(j.Created) {
-			return e.reconcile(inv, s.Inventory)
+		s := snaps[i]
+		if s.Inventory.Source != "redfish" || s.Taken.Before(j.Created) {
+			continue
 		}
+		out := e.reconcile(inv, s.Inventory)
+		if e.drift != nil {
+			for _, f := range e.drift(s.Inventory, r) {
+				if strings.HasPrefix(f.Part, "firmware") || strings.HasPrefix(f.Part, "psu") || f.Part == "power" {
+					f.Part = "BMC: " + f.Part
+					out = append(out, f)
+				}
+			}
+		}
+		return out
 	}
 	return nil
 }

@@ -74,8 +74,11 @@ type DriftCheck func(inv machine.Inventory, r *recipe.Recipe) []Finding
 // Finding is one difference between a machine and its recipe.
 type Finding struct {
 	Severity string `json:"severity"` // critical, warning, info
-	Part     string `json:"part"`
+	Part     string `json:"part"`     // "gpu 2", "firmware BIOS", "psu", "power", ...
 	Message  string `json:"message"`
+	// Check is the acceptance check judging the same fact: a waiver of it
+	// for the machine covers this finding too.
+	Check string `json:"check,omitempty"`
 }
 
 // Config builds an Engine.

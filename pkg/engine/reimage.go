@@ -262,23 +262,31 @@ func endPhase(st *ReimageStatus, name string, t time.Time) {
 // The job keeps its status as the evidence bundle (events, agent log,
 // inventory findings, check results).
 func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
+	cur, err := e.store.GetJob(ctx, jobID)
+	if err != nil || cur.State != store.JobRunning {
+		e.log.Warn("failing job", "job", jobID, "err", err)
+		return
+	}
+	full := fmt.Sprintf("%s: %s", step, reason)
+	// The machine turns failed before its job does, so nobody who sees the
+	// job ended finds the machine still in its old state (as in finish).
+	for _, id := range cur.Machines {
+		if err := e.setState(ctx, id, machine.StateFailed, full, map[string]string{"job": jobID, "step": step}); err != nil {
+			e.log.Error("marking machine failed", "machine", id, "err", err)
+		}
+	}
 	e.mu.Lock()
 	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
 		if j.State != store.JobRunning {
 			return fmt.Errorf("job %s already %s", j.ID, j.State)
 		}
-		j.State, j.Reason, j.Updated = store.JobFailed, fmt.Sprintf("%s: %s", step, reason), e.now()
+		j.State, j.Reason, j.Updated = store.JobFailed, full, e.now()
 		return nil
 	})
 	e.mu.Unlock()
 	if err != nil {
 		e.log.Warn("failing job", "job", jobID, "err", err)
 		return
-	}
-	for _, id := range j.Machines {
-		if err := e.setState(ctx, id, machine.StateFailed, j.Reason, map[string]string{"job": j.ID, "step": step}); err != nil {
-			e.log.Error("marking machine failed", "machine", id, "err", err)
-		}
 	}
 	e.deleteCredentials(ctx, j.ID)
 	e.log.Info("job failed", "job", j.ID, "step", step, "reason", reason)

@@ -104,6 +104,7 @@ func TestE2ELab(t *testing.T) {
 		}
 		for _, vm := range l.State.VMs {
 			requireDiskHoldsImage(t, vm, l.State.Artifacts)
+			requireBootPortAndNeighbour(t, ctx, l, vm)
 			if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: reported to"); err != nil {
 				t.Error(err)
 			}
@@ -236,6 +237,33 @@ func hasEvent(evs []machine.Event, kind string) bool {
 		}
 	}
 	return false
+}
+
+// requireBootPortAndNeighbour: the agent's inventory marks the NIC it
+// booted over and records the switch port the lab bridge announces (lldpd).
+func requireBootPortAndNeighbour(t *testing.T, ctx context.Context, l *lab.Lab, vm lab.VM) {
+	t.Helper()
+	m, err := l.Machine(ctx, vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap store.Snapshot
+	if _, err := l.API(ctx, "GET", "/api/v1/machines/"+m.ID+"/inventory", nil, &snap); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range snap.Inventory.NICs {
+		if n.MAC != vm.MAC {
+			continue
+		}
+		if !n.Boot {
+			t.Errorf("%s: NIC %s is not marked as the boot port: %+v", vm.Name, n.Name, n)
+		}
+		if _, err := exec.LookPath("lldpd"); err == nil && (n.LLDP == nil || n.LLDP.SystemName != lab.LLDPName) {
+			t.Errorf("%s: NIC %s heard no LLDP from the lab bridge (want system %q): %+v", vm.Name, n.Name, lab.LLDPName, n.LLDP)
+		}
+		return
+	}
+	t.Errorf("%s: the %s inventory has no NIC with MAC %s: %+v", vm.Name, snap.Inventory.Source, vm.MAC, snap.Inventory.NICs)
 }
 
 // requireForgeryRefused: a second host on the boot network (another address

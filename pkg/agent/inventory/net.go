@@ -19,7 +19,7 @@ var nicVendors = map[string]string{
 }
 
 var nicModels = map[string]string{
-	"15b3:1021": "ConnectX-7", "15b3:101d": "ConnectX-6 Dx", "15b3:101b": "ConnectX-6", "15b3:1017": "ConnectX-5",
+	"15b3:1021": "ConnectX-7", "15b3:101d": "ConnectX-6 Dx", "15b3:101f": "ConnectX-6 Lx", "15b3:101b": "ConnectX-6", "15b3:1017": "ConnectX-5",
 	"15b3:a2dc": "BlueField-3", "15b3:a2d6": "BlueField-2", "8086:100e": "82540EM (e1000)",
 	"8086:10d3": "82574L (e1000e)", "8086:1592": "E810-C", "8086:1572": "X710", "1af4:1000": "virtio-net",
 	"1af4:1041": "virtio-net", "1af4:0001": "virtio-net",
