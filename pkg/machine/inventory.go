@@ -84,6 +84,11 @@ type NIC struct {
 	SpeedMbps int    `json:"speed_mbps,omitempty"`
 	LinkUp    bool   `json:"link_up,omitempty"`
 	Firmware  string `json:"firmware,omitempty"`
+	// PCIAddress and the PCIe link of the port's device (in-band only;
+	// zero for virtual NICs).
+	PCIAddress  string   `json:"pci_address,omitempty"`
+	LinkCurrent PCIeLink `json:"link_current,omitempty"`
+	LinkMax     PCIeLink `json:"link_max,omitempty"`
 	// Boot: the agent reached ingot over this port (the network the
 	// machine boots on, which recipes call the management network).
 	Boot bool `json:"boot,omitempty"`

@@ -76,7 +76,7 @@ func checkDefs() []checkDef {
 			"the number of GPUs equals the sum of hardware.gpus counts, or lies within min and max when given"),
 		gpuModel,
 		agent("pcie-link", UnitGeneration, true, false,
-			"no GPU PCIe link is degraded: trained at its maximum width and generation and at least hardware.gpus pcie_gen/pcie_width; min (a generation) and args.width override those for every GPU. NIC links are not checked: the inventory has no PCIe link for NICs",
+			"no GPU PCIe link is degraded: trained at its maximum width and generation and at least hardware.gpus pcie_gen/pcie_width; min (a generation) and args.width override those for every GPU; every NIC port with a PCIe link is held to its own maximum width and generation",
 			argRule{name: "width", enum: []string{"1", "2", "4", "8", "16"}, expect: "a lane count: 1, 2, 4, 8 or 16"},
 			argRule{name: "idle-downtrain", enum: []string{"ok"}, expect: "ok (idle GPUs may train down to Gen1; the generation is then read from the link's maximum)"}),
 		agent("memory-size", UnitBytes, true, true,

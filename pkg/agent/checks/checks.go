@@ -214,18 +214,35 @@ func PCIeLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.C
 			bad = append(bad, fmt.Sprintf("%s (%s): %s", g.PCIAddress, g.Model, strings.Join(why, ", ")))
 		}
 	}
-	if len(inv.GPUs) == 0 {
-		return api.CheckResult{OK: len(want.GPUs) == 0, Detail: "no GPUs found"}
+	// NIC ports are held to their own device's maximum: a 400G port on a
+	// Gen5 x16 card trained at x8 cannot reach its line rate.
+	nics := 0
+	for _, n := range inv.NICs {
+		if n.LinkMax.Width == 0 && n.LinkMax.Gen == 0 {
+			continue // virtual, or no PCIe link to read
+		}
+		nics++
+		if why := degradedLink(n.LinkCurrent, n.LinkMax, recipe.GPUSpec{}, false); len(why) > 0 {
+			bad = append(bad, fmt.Sprintf("%s %s (%s): %s", n.Name, n.PCIAddress, n.Model, strings.Join(why, ", ")))
+		}
+	}
+	if len(inv.GPUs) == 0 && len(want.GPUs) > 0 {
+		return api.CheckResult{Detail: "no GPUs found"}
 	}
 	if len(bad) > 0 {
 		return api.CheckResult{Value: float64(len(bad)), Detail: "degraded: " + strings.Join(bad, "; ")}
 	}
-	return api.CheckResult{OK: true, Detail: fmt.Sprintf("%d GPU links at full width and speed", len(inv.GPUs))}
+	return api.CheckResult{OK: true, Detail: fmt.Sprintf("%d GPU and %d NIC links at full width and speed", len(inv.GPUs), nics)}
 }
 
 // degraded lists why one GPU's link falls short of spec's width and generation.
 func degraded(g machine.GPU, spec recipe.GPUSpec, idleOK bool) []string {
-	cur, mx := g.LinkCurrent, g.LinkMax
+	return degradedLink(g.LinkCurrent, g.LinkMax, spec, idleOK)
+}
+
+// degradedLink lists why a link trained at cur falls short of its maximum
+// mx and of spec's width and generation.
+func degradedLink(cur, mx machine.PCIeLink, spec recipe.GPUSpec, idleOK bool) []string {
 	var why []string
 	if cur.Width == 0 && cur.Gen == 0 {
 		why = append(why, "link unknown")

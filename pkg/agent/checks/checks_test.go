@@ -67,8 +67,15 @@ func TestChecks(t *testing.T) {
 		"gpu-model by args":       {nil, recipe.Check{Name: "gpu-model", Args: map[string]string{"model": "h100 80gb"}, Min: recipe.Number(8)}, res{true, false, 8}},
 		"pcie ok":                 {nil, recipe.Check{Name: "pcie-link"}, res{true, false, 0}},
 		"pcie width degraded":     {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[3].LinkCurrent.Width = 8 }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
-		"pcie gen idle strict":    {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
-		"pcie gen idle allowed":   {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link", Args: map[string]string{"idle-downtrain": "ok"}}, res{true, false, 0}},
+		"pcie NIC at x8 of x16": {func(i *machine.Inventory, _ *recipe.Hardware) {
+			i.NICs = append(i.NICs, machine.NIC{Name: "ens3np0", PCIAddress: "0000:4b:00.0", Model: "ConnectX-7",
+				LinkCurrent: machine.PCIeLink{Gen: 5, Width: 8}, LinkMax: machine.PCIeLink{Gen: 5, Width: 16}})
+		}, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie NIC at full link": {func(i *machine.Inventory, _ *recipe.Hardware) {
+			i.NICs = append(i.NICs, machine.NIC{Name: "ens3np0", PCIAddress: "0000:4b:00.0", LinkCurrent: machine.PCIeLink{Gen: 5, Width: 16}, LinkMax: machine.PCIeLink{Gen: 5, Width: 16}})
+		}, recipe.Check{Name: "pcie-link"}, res{true, false, 0}},
+		"pcie gen idle strict":  {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"pcie gen idle allowed": {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs[0].LinkCurrent.Gen = 1 }, recipe.Check{Name: "pcie-link", Args: map[string]string{"idle-downtrain": "ok"}}, res{true, false, 0}},
 		"pcie slot below recipe": {func(i *machine.Inventory, _ *recipe.Hardware) {
 			i.GPUs[0].LinkMax.Gen, i.GPUs[0].LinkCurrent.Gen = 4, 4
 		}, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},

@@ -52,6 +52,11 @@ func readNICs(root string) ([]machine.NIC, error) {
 		if n.Model == "" && vendor != "" {
 			n.Model = "[" + id + "]"
 		}
+		if l, err := os.Readlink(filepath.Join(d, "device")); err == nil && strings.Count(filepath.Base(l), ":") == 2 {
+			n.PCIAddress = filepath.Base(l)
+			n.LinkCurrent = machine.PCIeLink{Gen: PCIeGen(readString(d, "device/current_link_speed")), Width: atoi(readString(d, "device/current_link_width"))}
+			n.LinkMax = machine.PCIeLink{Gen: PCIeGen(readString(d, "device/max_link_speed")), Width: atoi(readString(d, "device/max_link_width"))}
+		}
 		if l, err := os.Readlink(filepath.Join(d, "device/driver")); err == nil && n.Model == "" {
 			n.Model = filepath.Base(l) // the driver's name says more than nothing
 		}
