@@ -323,7 +323,39 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 		e.fail(ctx, j.ID, StepVerify, err.Error())
 		return nil
 	}
+	e.storeVerified(ctx, machineID, j, sw, v.Results)
 	return e.finish(ctx, j.ID, machineID)
+}
+
+// storeVerified adds to the machine's inventory history what the job
+// verified: the agent's inventory of this job with the installed OS's
+// software and every check's numbers (Source "verified").
+func (e *Engine) storeVerified(ctx context.Context, machineID string, j *store.Job, sw machine.Software, burnIn []CheckResult) {
+	snaps, err := e.store.Inventories(ctx, machineID)
+	if err != nil {
+		return
+	}
+	var inv machine.Inventory
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if s := snaps[i]; s.Inventory.Source == "agent" && !s.Taken.Before(j.Created) {
+			inv = s.Inventory
+			break
+		}
+	}
+	st, err := decodeStatus(j)
+	if err != nil {
+		return
+	}
+	inv.Source, inv.Taken, inv.Software = "verified", e.now(), sw
+	for _, c := range append(st.Checks, burnIn...) {
+		if c.Skipped {
+			continue
+		}
+		inv.Measurements = append(inv.Measurements, machine.Measurement{Check: c.Name, OK: c.OK, Waived: c.Waived, Value: c.Value, Metrics: c.Metrics, Detail: c.Detail})
+	}
+	if _, err := e.store.PutInventory(ctx, machineID, inv); err != nil {
+		e.log.Warn("storing the verified inventory", "machine", machineID, "err", err)
+	}
 }
 
 func countStage(cs []recipe.Check, st recipe.Stage) int {

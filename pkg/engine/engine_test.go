@@ -235,6 +235,11 @@ func TestReimageHappyPath(t *testing.T) {
 	if got := h.state("node1"); got != machine.StateReady {
 		t.Fatalf("final state %s, want ready", got)
 	}
+	snaps, _ := h.s.Inventories(ctx, m.ID)
+	if last := snaps[len(snaps)-1].Inventory; last.Source != "verified" || len(last.Measurements) != 1 ||
+		last.Measurements[0].Check != "memory-size" || last.Software.Kernel != "6.1.0" {
+		t.Errorf("last inventory snapshot %+v: want the verified one with the checks' numbers and the software", last)
+	}
 	if want := "bios 1,mode UEFI,boot Pxe,cycle,boot Hdd,cycle,verify"; h.bmc.Calls() != want {
 		t.Errorf("BMC calls = %s, want %s", h.bmc.Calls(), want)
 	}

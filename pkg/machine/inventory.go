@@ -7,21 +7,25 @@ import "time"
 // see stay zero. Problems records parts a source answered badly: the rest of
 // the inventory is still kept.
 type Inventory struct {
-	Source   string      `json:"source"` // "redfish", "agent"
-	Taken    time.Time   `json:"taken"`
-	System   System      `json:"system"`
-	CPUs     []CPU       `json:"cpus,omitempty"`
-	DIMMs    []DIMM      `json:"dimms,omitempty"`
-	GPUs     []GPU       `json:"gpus,omitempty"`
-	NICs     []NIC       `json:"nics,omitempty"`
-	Disks    []Disk      `json:"disks,omitempty"`
-	PSUs     []PSU       `json:"psus,omitempty"`
-	Power    Power       `json:"power,omitempty"`
-	Thermal  Thermal     `json:"thermal,omitempty"`
-	Firmware []Firmware  `json:"firmware,omitempty"`
-	Software Software    `json:"software,omitempty"` // first boot of the installed OS
-	Problems []Problem   `json:"problems,omitempty"`
-	Extra    interface{} `json:"-"`
+	Source   string     `json:"source"` // "redfish", "agent"
+	Taken    time.Time  `json:"taken"`
+	System   System     `json:"system"`
+	CPUs     []CPU      `json:"cpus,omitempty"`
+	DIMMs    []DIMM     `json:"dimms,omitempty"`
+	GPUs     []GPU      `json:"gpus,omitempty"`
+	NICs     []NIC      `json:"nics,omitempty"`
+	Disks    []Disk     `json:"disks,omitempty"`
+	PSUs     []PSU      `json:"psus,omitempty"`
+	Power    Power      `json:"power,omitempty"`
+	Thermal  Thermal    `json:"thermal,omitempty"`
+	Firmware []Firmware `json:"firmware,omitempty"`
+	Software Software   `json:"software,omitempty"` // first boot of the installed OS
+	// Measurements are the acceptance and burn-in numbers of the job that
+	// verified the machine (Source "verified"): kept in its history so a
+	// node's bus bandwidth or Gflop/s can be followed across reimages.
+	Measurements []Measurement `json:"measurements,omitempty"`
+	Problems     []Problem     `json:"problems,omitempty"`
+	Extra        interface{}   `json:"-"`
 }
 
 // System identifies the box.
@@ -162,6 +166,17 @@ type Software struct {
 	// CloudInit is cloud-init's outcome when it ran: "done", or "error:
 	// ..." with its errors ("" when cloud-init is not installed).
 	CloudInit string `json:"cloud_init,omitempty"`
+}
+
+// Measurement is one check's outcome and numbers, in the check's unit
+// (recipe.CheckSpec: bytes/s, flop/s, bits/s, ...).
+type Measurement struct {
+	Check   string             `json:"check"`
+	OK      bool               `json:"ok"`
+	Waived  bool               `json:"waived,omitempty"`
+	Value   float64            `json:"value"`
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Detail  string             `json:"detail,omitempty"`
 }
 
 // Problem records a part that could not be read.
