@@ -133,4 +133,5 @@ func (b engineBMC) BootState(ctx context.Context) (engine.BootState, error) {
 func (b engineBMC) Inventory(ctx context.Context) (machine.Inventory, error) {
 	return b.c.Inventory(ctx)
 }
-func (b engineBMC) Close() error { return b.c.Close() }
+func (b engineBMC) NodeWatts(ctx context.Context) (int, error) { return b.c.NodeWatts(ctx) }
+func (b engineBMC) Close() error                               { return b.c.Close() }

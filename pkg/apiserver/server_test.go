@@ -36,6 +36,7 @@ func (nopBMC) BootState(context.Context) (engine.BootState, error) {
 	return engine.BootState{Power: "On", Target: "Hdd", Enabled: "Once", Mode: "UEFI"}, nil
 }
 func (nopBMC) Inventory(context.Context) (machine.Inventory, error) { return machine.Inventory{}, nil }
+func (nopBMC) NodeWatts(context.Context) (int, error)               { return 0, errors.New("no power reading") }
 func (nopBMC) Close() error                                         { return nil }
 func dialNop(context.Context, *machine.Machine) (engine.BMC, error) { return nopBMC{}, nil }
 

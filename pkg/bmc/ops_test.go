@@ -306,3 +306,20 @@ func TestBootMode(t *testing.T) {
 		t.Errorf("SetBootMode(CSM): %v, want an invalid-argument error", err)
 	}
 }
+
+func TestNodeWatts(t *testing.T) {
+	b, url := startBMC(t, "dmtf-public-rackmount1", vbmc.Faults{})
+	c := dial(t, testConfig(url))
+	defer closeAndCheckSessions(t, c, b)
+	w, err := c.NodeWatts(ctxT(t))
+	if err != nil || w != 344 {
+		t.Fatalf("NodeWatts = %d, %v; want the mockup's PowerConsumedWatts 344", w, err)
+	}
+	// The HPE Cray capture has no power readings: an error, never 0 W.
+	b2, url2 := startBMC(t, "hpe-cray-ex235n-a100", vbmc.Faults{})
+	c2 := dial(t, testConfig(url2))
+	defer closeAndCheckSessions(t, c2, b2)
+	if w, err := c2.NodeWatts(ctxT(t)); err == nil {
+		t.Errorf("NodeWatts on a BMC without readings = %d, want an error", w)
+	}
+}

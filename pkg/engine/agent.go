@@ -342,11 +342,21 @@ func (e *Engine) storeVerified(ctx context.Context, machineID string, j *store.J
 			break
 		}
 	}
-	st, err := decodeStatus(j)
+	cur, err := e.store.GetJob(ctx, j.ID) // the status as the load sampler left it
+	if err != nil {
+		return
+	}
+	st, err := decodeStatus(cur)
 	if err != nil {
 		return
 	}
 	inv.Source, inv.Taken, inv.Software = "verified", e.now(), sw
+	if st.LoadSamples > 0 {
+		inv.Power.Watts = st.LoadWatts
+		inv.Measurements = append(inv.Measurements, machine.Measurement{Check: "node-watts-under-load", OK: true,
+			Value: float64(st.LoadWatts), Metrics: map[string]float64{"samples": float64(st.LoadSamples)},
+			Detail: fmt.Sprintf("highest BMC reading over %d samples during the burn-in", st.LoadSamples)})
+	}
 	for _, c := range append(st.Checks, burnIn...) {
 		if c.Skipped {
 			continue

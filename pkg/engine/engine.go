@@ -41,6 +41,9 @@ type BMC interface {
 	BootState(ctx context.Context) (BootState, error)
 	// Inventory reads what the BMC shows of the machine (Source "redfish").
 	Inventory(ctx context.Context) (machine.Inventory, error)
+	// NodeWatts reads the machine's power draw now; an error, never 0 W,
+	// when the BMC has no reading.
+	NodeWatts(ctx context.Context) (int, error)
 	Close() error
 }
 
@@ -95,6 +98,9 @@ type Config struct {
 	Now       func() time.Time
 	// Tick is how often Run looks for steps that timed out (default 1s).
 	Tick time.Duration
+	// LoadSample is how often the BMC's power draw is read while the
+	// installed OS runs its burn-in (default 30s).
+	LoadSample time.Duration
 	// Defaults for recipes that set no timeouts.
 	Defaults recipe.Timeouts
 	// DHCP is serve's DHCP, for recipes' network.pool; zero: not known.
@@ -112,6 +118,7 @@ type Engine struct {
 	log       *slog.Logger
 	now       func() time.Time
 	tick      time.Duration
+	sample    time.Duration
 	defaults  recipe.Timeouts
 	dhcp      DHCPInfo
 
@@ -130,7 +137,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, defaults: cfg.Defaults, dhcp: cfg.DHCP,
+		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {
@@ -141,6 +148,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.tick == 0 {
 		e.tick = time.Second
+	}
+	if e.sample == 0 {
+		e.sample = 30 * time.Second
 	}
 	d := &e.defaults
 	for _, x := range []struct {
@@ -182,16 +192,20 @@ type ReimageSpec struct {
 
 // ReimageStatus is a reimage job's progress, persisted with the job.
 type ReimageStatus struct {
-	Phases   map[string]Phase  `json:"phases,omitempty"`
-	Bytes    int64             `json:"bytes,omitempty"`
-	Total    int64             `json:"total,omitempty"`
-	RateBps  float64           `json:"rate_bps,omitempty"`
-	Findings []Finding         `json:"findings,omitempty"`
-	Checks   []CheckResult     `json:"checks,omitempty"`
-	BurnIn   []CheckResult     `json:"burn_in,omitempty"` // reported by the installed OS
-	Software *machine.Software `json:"software,omitempty"`
-	Log      []string          `json:"log,omitempty"` // last agent log lines (evidence)
-	Restore  time.Duration     `json:"restore,omitempty"`
+	Phases   map[string]Phase `json:"phases,omitempty"`
+	Bytes    int64            `json:"bytes,omitempty"`
+	Total    int64            `json:"total,omitempty"`
+	RateBps  float64          `json:"rate_bps,omitempty"`
+	Findings []Finding        `json:"findings,omitempty"`
+	Checks   []CheckResult    `json:"checks,omitempty"`
+	BurnIn   []CheckResult    `json:"burn_in,omitempty"` // reported by the installed OS
+	// LoadWatts is the highest node draw the BMC reported while the burn-in
+	// ran, over LoadSamples readings: the node's watts under load.
+	LoadWatts   int               `json:"load_watts,omitempty"`
+	LoadSamples int               `json:"load_samples,omitempty"`
+	Software    *machine.Software `json:"software,omitempty"`
+	Log         []string          `json:"log,omitempty"` // last agent log lines (evidence)
+	Restore     time.Duration     `json:"restore,omitempty"`
 }
 
 // Phase is when one phase started and ended.

@@ -30,6 +30,7 @@ type fakeBMC struct {
 	bootTarget string
 	mode       string            // set by SetBootMode
 	inventory  machine.Inventory // Inventory's answer
+	watt       int               // NodeWatts answers 5000 W plus 100 more each time
 	state      *engine.BootState // BootState's answer when set
 }
 
@@ -79,6 +80,12 @@ func (f *fakeBMC) Inventory(context.Context) (machine.Inventory, error) {
 	defer f.mu.Unlock()
 	return f.inventory, nil
 }
+func (f *fakeBMC) NodeWatts(context.Context) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watt += 100
+	return 5000 + f.watt, nil
+}
 func (f *fakeBMC) Close() error { return nil }
 func (f *fakeBMC) Calls() string {
 	f.mu.Lock()
@@ -107,6 +114,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 type harness struct {
 	t         *testing.T
 	reconcile engine.Reconcile
+	recipe    *recipe.Recipe // nil: testRecipe()
 	s         store.Store
 	e         *engine.Engine
 	bmc       *fakeBMC
@@ -132,10 +140,13 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) start(drift engine.DriftCheck) {
 	e, err := engine.New(engine.Config{
 		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
-		Reconcile: h.reconcile,
+		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond,
 		Recipes: func(name string) (*recipe.Recipe, error) {
 			if name != "lab-qemu" {
 				return nil, errors.New("no such recipe")
+			}
+			if h.recipe != nil {
+				return h.recipe, nil
 			}
 			return testRecipe(), nil
 		},
@@ -376,6 +387,44 @@ func firstBootOK(h *harness, id string) {
 	h.e.OnDone(ctx, id, "handoff", true, "")
 	time.Sleep(50 * time.Millisecond)
 	h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
+}
+
+// While the installed OS runs its burn-in, the BMC's power draw is read and
+// the highest kept: the node's watts under load, in the job and in the
+// verified inventory.
+func TestLoadWattsDuringBurnIn(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	h.recipe = testRecipe()
+	h.recipe.Acceptance.Checks = append(h.recipe.Acceptance.Checks, recipe.Check{Name: "gpu-burn"})
+	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+	h.start(nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	h.e.OnTask(ctx, m.ID)
+	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	h.e.OnDone(ctx, m.ID, "handoff", true, "")
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	time.Sleep(100 * time.Millisecond) // a few 5 ms samples
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1", Drivers: map[string]string{"nvidia": "535.309.01"}},
+		BurnIn: []engine.CheckResult{{Name: "gpu-burn", OK: true, Value: 5e13}}}); err != nil {
+		t.Fatal(err)
+	}
+	j = h.waitStep(j.ID, string(store.JobSucceeded))
+	st, _ := engine.Status(j)
+	if st.LoadSamples == 0 || st.LoadWatts <= 5000 {
+		t.Errorf("load %d W over %d samples: want the highest of several BMC readings", st.LoadWatts, st.LoadSamples)
+	}
+	snaps, _ := h.s.Inventories(ctx, m.ID)
+	last := snaps[len(snaps)-1].Inventory
+	if last.Power.Watts != st.LoadWatts || len(last.Measurements) != 3 {
+		t.Errorf("verified inventory power %d W, measurements %+v", last.Power.Watts, last.Measurements)
+	}
 }
 
 // The BMC's inventory, read in the BMC step, is reconciled with the

@@ -125,6 +125,9 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 		if err == nil {
 			_, err = e.advance(ctx, jobID, StepHandoff, StepFirstBoot, firstBootDeadline(r, to), nil)
 		}
+		if err == nil && countStage(r.Acceptance.Checks, recipe.StageBurnIn) > 0 {
+			go e.sampleLoad(ctx, jobID, m, to.Power.D())
+		}
 	default:
 		return
 	}
@@ -192,6 +195,44 @@ func firstBootDeadline(r *recipe.Recipe, to recipe.Timeouts) time.Duration {
 		d += b.Deadline().D()
 	}
 	return d
+}
+
+// sampleLoad reads the node's power draw from the BMC while the installed
+// OS runs its burn-in (the job waits at firstboot), keeping the highest.
+// Readings that fail are skipped: the BMC's power sensor is best effort.
+func (e *Engine) sampleLoad(ctx context.Context, jobID string, m *machine.Machine, timeout time.Duration) {
+	t := time.NewTicker(e.sample)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		j, err := e.store.GetJob(ctx, jobID)
+		if err != nil || j.State != store.JobRunning || j.Step != StepFirstBoot {
+			return
+		}
+		bctx, cancel := context.WithTimeout(ctx, timeout)
+		w, err := e.nodeWatts(bctx, m)
+		cancel()
+		if err != nil {
+			e.log.Debug("no power reading during burn-in", "machine", m.ID, "err", err)
+			continue
+		}
+		_, _ = e.advance(ctx, jobID, StepFirstBoot, "", 0, func(st *ReimageStatus) {
+			st.LoadWatts, st.LoadSamples = max(st.LoadWatts, w), st.LoadSamples+1
+		})
+	}
+}
+
+func (e *Engine) nodeWatts(ctx context.Context, m *machine.Machine) (int, error) {
+	b, err := e.dial(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	defer b.Close()
+	return b.NodeWatts(ctx)
 }
 
 // readBMCInventory stores the BMC's view of the machine for the agent's
