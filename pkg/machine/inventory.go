@@ -91,8 +91,8 @@ type NIC struct {
 	// PCIAddress and the PCIe link of the port's device (in-band only;
 	// zero for virtual NICs).
 	PCIAddress  string   `json:"pci_address,omitempty"`
-	LinkCurrent PCIeLink `json:"link_current,omitempty"`
-	LinkMax     PCIeLink `json:"link_max,omitempty"`
+	LinkCurrent PCIeLink `json:"link_current,omitzero"`
+	LinkMax     PCIeLink `json:"link_max,omitzero"`
 	// Boot: the agent reached ingot over this port (the network the
 	// machine boots on, which recipes call the management network).
 	Boot bool `json:"boot,omitempty"`
