@@ -59,13 +59,27 @@ func NewAgentClient(server, token string, logger *slog.Logger) *AgentClient {
 // call: the server answers a repeat from the same address with a fresh
 // credential that replaces the one before.
 func (c *AgentClient) Exchange(ctx context.Context) (Exchange, error) {
+	return c.credential(ctx, PathExchange)
+}
+
+// RequestCredential asks for the boot credential by MAC, where no iPXE
+// script carried one (UEFI HTTP boot, virtual media). The server gives it
+// only to the address tied to MAC, as it does for the script; it replaces
+// Token and is then exchanged like the script's.
+func (c *AgentClient) RequestCredential(ctx context.Context) error {
+	_, err := c.credential(ctx, PathCredential)
+	return err
+}
+
+// credential posts to path and takes the credential it answers as Token.
+func (c *AgentClient) credential(ctx context.Context, path string) (Exchange, error) {
 	var x Exchange
-	err := c.do(ctx, http.MethodPost, PathExchange, []byte("{}"), func(r io.Reader) error {
+	err := c.do(ctx, http.MethodPost, path, []byte("{}"), func(r io.Reader) error {
 		if err := json.NewDecoder(io.LimitReader(r, 1<<16)).Decode(&x); err != nil {
-			return fmt.Errorf("decoding the exchange answer: %w", err)
+			return fmt.Errorf("decoding the credential: %w", err)
 		}
 		if x.Token == "" {
-			return errors.New("the exchange answer has no token")
+			return errors.New("the answer has no token")
 		}
 		return nil
 	})
@@ -74,28 +88,6 @@ func (c *AgentClient) Exchange(ctx context.Context) (Exchange, error) {
 	}
 	c.Token = x.Token
 	return x, nil
-}
-
-// RequestCredential asks for the boot credential by MAC, where no iPXE
-// script carried one (UEFI HTTP boot, virtual media). The server gives it
-// only to the address tied to MAC, as it does for the script; it replaces
-// Token and is then exchanged like the script's.
-func (c *AgentClient) RequestCredential(ctx context.Context) error {
-	var x Exchange
-	err := c.do(ctx, http.MethodPost, PathCredential, []byte("{}"), func(r io.Reader) error {
-		if err := json.NewDecoder(io.LimitReader(r, 1<<16)).Decode(&x); err != nil {
-			return fmt.Errorf("decoding the credential answer: %w", err)
-		}
-		if x.Token == "" {
-			return errors.New("the credential answer has no token")
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	c.Token = x.Token
-	return nil
 }
 
 // Task fetches the machine's task.

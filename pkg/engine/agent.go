@@ -133,27 +133,34 @@ func (e *Engine) bmcFindings(ctx context.Context, machineID string, j *store.Job
 	if e.reconcile == nil {
 		return nil
 	}
-	snaps, err := e.store.Inventories(ctx, machineID)
-	if err != nil {
+	bmc, ok := e.jobSnapshot(ctx, machineID, j, "redfish")
+	if !ok {
 		return nil
 	}
-	for i := len(snaps) - 1; i >= 0; i-- {
-		s := snaps[i]
-		if s.Inventory.Source != "redfish" || s.Taken.Before(j.Created) {
-			continue
-		}
-		out := e.reconcile(inv, s.Inventory)
-		if e.drift != nil {
-			for _, f := range e.drift(s.Inventory, r) {
-				if strings.HasPrefix(f.Part, "firmware") || strings.HasPrefix(f.Part, "psu") || f.Part == "power" {
-					f.Part = "BMC: " + f.Part
-					out = append(out, f)
-				}
+	out := e.reconcile(inv, bmc)
+	if e.drift != nil {
+		for _, f := range e.drift(bmc, r) {
+			if strings.HasPrefix(f.Part, "firmware") || strings.HasPrefix(f.Part, "psu") || f.Part == "power" {
+				f.Part = "BMC: " + f.Part
+				out = append(out, f)
 			}
 		}
-		return out
 	}
-	return nil
+	return out
+}
+
+// jobSnapshot is the machine's newest inventory from source taken in job j.
+func (e *Engine) jobSnapshot(ctx context.Context, machineID string, j *store.Job, source string) (machine.Inventory, bool) {
+	snaps, err := e.store.Inventories(ctx, machineID)
+	if err != nil {
+		return machine.Inventory{}, false
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		if s := snaps[i]; s.Inventory.Source == source && !s.Taken.Before(j.Created) {
+			return s.Inventory, true
+		}
+	}
+	return machine.Inventory{}, false
 }
 
 // OnProgress records image-write progress.
@@ -331,17 +338,7 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 // verified: the agent's inventory of this job with the installed OS's
 // software and every check's numbers (Source "verified").
 func (e *Engine) storeVerified(ctx context.Context, machineID string, j *store.Job, sw machine.Software, burnIn []CheckResult) {
-	snaps, err := e.store.Inventories(ctx, machineID)
-	if err != nil {
-		return
-	}
-	var inv machine.Inventory
-	for i := len(snaps) - 1; i >= 0; i-- {
-		if s := snaps[i]; s.Inventory.Source == "agent" && !s.Taken.Before(j.Created) {
-			inv = s.Inventory
-			break
-		}
-	}
+	inv, _ := e.jobSnapshot(ctx, machineID, j, "agent")
 	cur, err := e.store.GetJob(ctx, j.ID) // the status as the load sampler left it
 	if err != nil {
 		return
