@@ -35,6 +35,8 @@ func kexecImage(t *testing.T, dir, kernel, initrd string) []byte {
 		}
 		os.WriteFile(filepath.Join(root, dst), b, 0o644)
 	}
+	os.MkdirAll(filepath.Join(root, "etc/ingot"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/os-release"), []byte("PRETTY_NAME=\"kexec test\"\n"), 0o644)
 	os.Symlink("boot/vmlinuz-test", filepath.Join(root, "vmlinuz"))
 	os.Symlink("boot/initrd.img-test", filepath.Join(root, "initrd.img"))
 	part := filepath.Join(dir, "part.img")
@@ -62,8 +64,10 @@ func kexecImage(t *testing.T, dir, kernel, initrd string) []byte {
 
 // TestE2EAgentKexec provisions a VM with an image holding a kernel and
 // initrd (the agent's own), hands off with kexec, and checks the kexec'd
-// kernel started with root= and the ingot.* keys: the second boot runs the
-// agent again, which gets a discover task and powers off.
+// kernel started with root= and the first-boot keys, never the agent's
+// credential; the agent wrote the first-boot secret into the installed root
+// partition on the VM's disk. The second boot runs the agent binary in
+// place of an installed OS: holding no credential, it refuses and powers off.
 func TestE2EAgentKexec(t *testing.T) {
 	netnstest.Need(t, "qemu-system-x86_64", "dnsmasq", "mkfs.ext4", "sfdisk")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -100,10 +104,10 @@ func TestE2EAgentKexec(t *testing.T) {
 	if err := ns.Do(func() (err error) { ln, err = net.Listen("tcp", "10.77.8.1:0"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	task := api.Task{MachineID: "m-kx", Mode: api.ModeProvision, Handoff: api.HandoffKexec, Cmdline: "console=ttyS0 panic=-1",
-		Image: api.Image{URL: "/images/lab.raw.zst", SHA256: hex.EncodeToString(s[:]), Format: api.FormatRawZstd}}
+	task := api.Task{MachineID: "m-kx", Mode: api.ModeProvision, Handoff: api.HandoffKexec, Cmdline: "console=ttyS0 panic=-1 ingot.onerror=poweroff",
+		Image:           api.Image{URL: "/images/lab.raw.zst", SHA256: hex.EncodeToString(s[:]), Format: api.FormatRawZstd},
+		FirstBootSecret: "mf_kexec_e2e"}
 	srv := newFakeServerOn(t, ln, task, zst)
-	srv.then = []api.Task{{MachineID: "m-kx", Mode: api.ModeDiscover}}
 
 	disk := filepath.Join(dir, "disk.raw")
 	os.WriteFile(disk, nil, 0o644)
@@ -124,17 +128,26 @@ func TestE2EAgentKexec(t *testing.T) {
 	}
 	con := string(log)
 	for _, marker := range []string{"ingot-agent: handoff kexec", "Command line: root=/dev/vda1 ro console=ttyS0",
-		"ingot-agent: task mode=discover", "ingot-agent: handoff poweroff"} {
+		"ingot.firstboot=mf_kexec_e2e", "ingot-agent: fatal: ingot.token is missing", "ingot-agent: powering off"} {
 		if !strings.Contains(con, marker) {
 			t.Errorf("console lacks %q", marker)
 		}
 	}
-	if n := strings.Count(con, "ingot-agent: version"); n != 2 {
-		t.Errorf("the agent started %d times, want 2 (before and after kexec)", n)
+	if i := strings.LastIndex(con, "Command line: root="); i >= 0 && strings.Contains(con[i:strings.Index(con[i:], "\n")+i], "ingot.token=") {
+		t.Errorf("the kexec'd kernel got the agent's credential on its command line")
+	}
+	if n := strings.Count(con, "Run /init as init process"); n != 2 {
+		t.Errorf("the agent's initramfs started %d times, want 2 (before and after kexec)", n)
 	}
 	got, _ := os.ReadFile(disk)
-	if !bytes.Equal(got[:len(raw)], raw) {
-		t.Errorf("the VM's disk does not hold the image")
+	if !bytes.Equal(got[:1<<20], raw[:1<<20]) {
+		t.Errorf("the VM's disk does not hold the image's partition table")
+	}
+	part := filepath.Join(dir, "written.ext4")
+	os.WriteFile(part, got[1<<20:41<<20], 0o644)
+	if out, err := exec.Command("debugfs", "-R", "cat /etc/ingot/firstboot.env", part).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "INGOT_FIRSTBOOT=mf_kexec_e2e") {
+		t.Errorf("the installed root holds no first-boot secret: %v\n%s", err, out)
 	}
 	if t.Failed() {
 		t.Logf("console:\n%s", log)

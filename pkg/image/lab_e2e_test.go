@@ -25,13 +25,14 @@ import (
 // TestE2ELabImageBoots boots the lab image from its disk under SeaBIOS
 // (syslinux) and OVMF (the UKI), each in QEMU (TCG) with user-mode
 // networking inside a fresh network namespace, and checks the console
-// marker and the first-boot report: the VM gets an address from QEMU's DHCP
-// server (10.0.2.2), which the image takes as the ingot server, and QEMU
-// forwards 10.0.2.2:8080 to 127.0.0.1:8080 of the namespace, where this
-// test listens. The image is built once into the shared cache
+// marker and the first-boot report: the test writes into the image's root
+// partition what ingot's agent writes there (/etc/ingot/firstboot.env with
+// the server 10.0.2.2:8080 and a first-boot secret, /etc/hostname); QEMU
+// forwards 10.0.2.2:8080 to 127.0.0.1:8080 of the namespace, where this test
+// listens and checks the report presents the secret. The image is built once into the shared cache
 // (BuildCached: INGOT_CACHE/images/lab-<inputs digest>).
 func TestE2ELabImageBoots(t *testing.T) {
-	netnstest.Need(t, "qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.ext4", "sfdisk", "objcopy", "syslinux")
+	netnstest.Need(t, "qemu-system-x86_64", "mkfs.vfat", "mcopy", "mkfs.ext4", "debugfs", "sfdisk", "objcopy", "syslinux")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	s, err := Load(filepath.Join(repoRoot(t), "images", "lab"))
@@ -48,6 +49,39 @@ func TestE2ELabImageBoots(t *testing.T) {
 	}
 }
 
+// asAgentLeftIt copies the raw image into dir and writes into its root
+// partition (ext4 at 49 MiB, 8 MiB: the lab image's layout) the files
+// ingot's agent writes after the image: the first-boot settings and the
+// host name. debugfs edits the file system without mounting it.
+func asAgentLeftIt(t *testing.T, raw, dir, env, hostname string) string {
+	t.Helper()
+	img := filepath.Join(dir, "disk.raw")
+	root := filepath.Join(dir, "root.ext4")
+	for _, f := range []struct{ name, body string }{{"firstboot.env", env}, {"hostname", hostname + "\n"}} {
+		if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmds := fmt.Sprintf("cd /etc/ingot\nwrite %s firstboot.env\ncd /etc\nwrite %s hostname\n",
+		filepath.Join(dir, "firstboot.env"), filepath.Join(dir, "hostname"))
+	for _, c := range [][]string{
+		{"cp", raw, img},
+		{"dd", "if=" + img, "of=" + root, "bs=1M", "skip=49", "count=8", "status=none"},
+		{"debugfs", "-w", "-f", filepath.Join(dir, "debugfs.cmds"), root},
+		{"dd", "if=" + root, "of=" + img, "bs=1M", "seek=49", "conv=notrunc", "status=none"},
+	} {
+		if c[0] == "debugfs" {
+			if err := os.WriteFile(c[3], []byte(cmds), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", c, err, out)
+		}
+	}
+	return img
+}
+
 func bootLab(ctx context.Context, t *testing.T, raw, fw string) {
 	ns := netnstest.New(t, "ingot-labimg")
 	reports := make(chan string, 4)
@@ -60,7 +94,7 @@ func bootLab(ctx context.Context, t *testing.T, raw, fw string) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		reports <- r.Method + " " + r.URL.String() + " " + string(b)
+		reports <- r.Method + " " + r.URL.String() + " " + r.Header.Get("Authorization") + " " + string(b)
 		w.WriteHeader(http.StatusNoContent)
 	})}
 	go srv.Serve(ln)
@@ -69,6 +103,8 @@ func bootLab(ctx context.Context, t *testing.T, raw, fw string) {
 	dir := t.TempDir()
 	console := filepath.Join(dir, "console.log")
 	mac := "52:54:00:12:34:" + map[string]string{"bios": "01", "uefi": "02"}[fw]
+	secret := "mf_lab_image_test_" + fw
+	raw = asAgentLeftIt(t, raw, dir, "INGOT_SERVER=http://10.0.2.2:8080\nINGOT_MACHINE=m-1\nINGOT_FIRSTBOOT="+secret+"\n", "lab-07")
 	args := []string{"-accel", "tcg", "-smp", "1", "-m", "512", "-nographic", "-monitor", "none", "-no-reboot",
 		"-serial", "file:" + console,
 		"-drive", "file=" + raw + ",format=raw,if=virtio,snapshot=on",
@@ -121,16 +157,18 @@ func bootLab(ctx context.Context, t *testing.T, raw, fw string) {
 		b, _ := os.ReadFile(console)
 		marker = bytes.Contains(b, []byte("ingot-lab-image: first boot"))
 	}
-	want := fmt.Sprintf("POST /api/v1/agent/firstboot?mac=%s ", mac)
+	want := fmt.Sprintf("POST /api/v1/agent/firstboot Bearer %s ", secret)
 	if !strings.HasPrefix(report, want) {
 		t.Errorf("%s: report %q, want %q...", fw, report, want)
 	}
 	var sw struct {
 		Kernel    string `json:"kernel"`
 		OSRelease string `json:"os_release"`
+		Hostname  string `json:"hostname"`
 	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(report, want)), &sw); err != nil || !strings.HasSuffix(sw.Kernel, "-amd64") || sw.OSRelease != "ingot lab image 1" {
-		t.Errorf("%s: report body %q (%v): want kernel *-amd64 and os_release \"ingot lab image 1\"", fw, report, err)
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(report, want)), &sw); err != nil || !strings.HasSuffix(sw.Kernel, "-amd64") ||
+		sw.OSRelease != "ingot lab image 1" || sw.Hostname != "lab-07" {
+		t.Errorf("%s: report body %q (%v): want kernel *-amd64, os_release \"ingot lab image 1\", hostname lab-07", fw, report, err)
 	}
 	t.Logf("%s: %s", fw, report)
 }
