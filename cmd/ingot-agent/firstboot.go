@@ -71,6 +71,7 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	report := api.FirstBoot{Software: sw}
+	client := api.NewAgentClient(url, sec, nil)
 	if b, err := os.ReadFile(*planFile); err == nil {
 		var plan burnin.Plan
 		if err := json.Unmarshal(b, &plan); err != nil {
@@ -78,12 +79,14 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return 1
 		}
 		fmt.Fprintf(stdout, "ingot-agent: burn-in: %d checks, duration %s, deadline %s\n", len(plan.Checks), plan.BurnIn.Duration, plan.BurnIn.Deadline())
-		r := burnin.Runner{Logf: func(f string, a ...any) { fmt.Fprintf(stdout, "ingot-agent: "+f+"\n", a...) }}
+		r := burnin.Runner{Logf: func(f string, a ...any) { fmt.Fprintf(stdout, "ingot-agent: "+f+"\n", a...) },
+			Pair: func(ctx context.Context, check, addr string) (api.Peer, error) {
+				return client.Peer(ctx, api.PeerRequest{Check: check, Address: addr})
+			}}
 		report.BurnIn = r.Run(ctx, plan)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	client := api.NewAgentClient(url, sec, nil)
 	if err := client.FirstBoot(ctx, report); err != nil {
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: %v\n", err)
 		return 1

@@ -59,6 +59,7 @@ import (
 // The agent API paths.
 const (
 	PathExchange   = "/api/v1/agent/exchange"
+	PathPeer       = "/api/v1/agent/peer"
 	PathCredential = "/api/v1/agent/credential"
 	PathTask       = "/api/v1/agent/task"
 	PathInventory  = "/api/v1/agent/inventory"
@@ -137,6 +138,22 @@ type Task struct {
 	// CloudInit is the recipe's first_boot.cloud_init user data: the agent
 	// writes it as a NoCloud seed (CloudInitSeed) into the installed system.
 	CloudInit string `json:"cloud_init,omitempty"`
+}
+
+// PeerRequest asks the engine for a partner node of a fabric test (POST
+// PathPeer, with the first-boot credential): Check is iperf3 or
+// ib-write-bw, Address where the partner reaches this node ("": the
+// address the request comes from).
+type PeerRequest struct {
+	Check   string `json:"check"`
+	Address string `json:"address,omitempty"`
+}
+
+// Peer is the answer: Role "wait" (ask again), "server" (listen for the
+// partner at Address) or "client" (connect to Address).
+type Peer struct {
+	Role    string `json:"role"`
+	Address string `json:"address,omitempty"`
 }
 
 // CloudInitSeed is the NoCloud seed folder the agent writes (user-data,

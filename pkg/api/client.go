@@ -90,6 +90,19 @@ func (c *AgentClient) credential(ctx context.Context, path string) (Exchange, er
 	return x, nil
 }
 
+// Peer asks for the partner of a fabric test (the installed OS's burn-in).
+func (c *AgentClient) Peer(ctx context.Context, req PeerRequest) (Peer, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Peer{}, err
+	}
+	var p Peer
+	err = c.do(ctx, http.MethodPost, PathPeer, b, func(r io.Reader) error {
+		return json.NewDecoder(io.LimitReader(r, 1<<16)).Decode(&p)
+	})
+	return p, err
+}
+
 // Task fetches the machine's task.
 func (c *AgentClient) Task(ctx context.Context) (Task, error) {
 	var t Task

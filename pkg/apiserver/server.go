@@ -145,6 +145,7 @@ func (s *Server) routes() []route {
 		{"POST", api.PathLog, agent, s.agentLog},
 		{"POST", api.PathDone, agent, s.agentDone},
 		{"POST", api.PathFirstboot, firstBoot, s.agentFirstBoot},
+		{"POST", api.PathPeer, firstBoot, s.agentPeer},
 	}
 }
 
@@ -657,6 +658,32 @@ func (s *Server) agentFirstBoot(w http.ResponseWriter, r *http.Request, p princi
 		return errorf(http.StatusConflict, "%v", err)
 	}
 	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// agentPeer pairs a node in burn-in with another of its recipe for a
+// fabric test (iperf3, ib_write_bw), asked by the installed OS.
+func (s *Server) agentPeer(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req api.PeerRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Check != "iperf3" && req.Check != "ib-write-bw" {
+		return errorf(http.StatusBadRequest, "%s: check %q: expected iperf3 or ib-write-bw", r.URL.Path, req.Check)
+	}
+	addr := req.Address
+	if addr == "" {
+		from, err := remoteAddr(r)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "%v", err)
+		}
+		addr = from.String()
+	}
+	peer, err := s.engine.Pair(r.Context(), p.machineID, req.Check, addr)
+	if err != nil {
+		return errorf(http.StatusConflict, "%v", err)
+	}
+	writeJSON(w, 200, api.Peer{Role: peer.Role, Address: peer.Address})
 	return nil
 }
 

@@ -40,15 +40,24 @@ type Runner struct {
 	// StressMem is stress-ng's --vm-bytes (default 75%: most of memory,
 	// leaving the OS room); tests set a few MiB.
 	StressMem string
+	// Pair asks ingot for a fabric test's partner node (nil: the two-node
+	// tests are skipped); PairWait bounds the wait for one (default 10m),
+	// PairEvery how often it asks (default 5s).
+	Pair      Pairer
+	PairWait  time.Duration
+	PairEvery time.Duration
 }
 
 // tool runs one check.
 type tool struct {
 	bin   string
 	gpu   bool   // sample GPUs while it runs
-	peer  string // non-empty: needs a peer node; why it cannot run alone
+	peer  string // non-empty: a two-node test (serve, connect); why it cannot run alone
 	argv  func(c recipe.Check, p Plan) [][]string
 	judge func(out []byte, c recipe.Check, p Plan) api.CheckResult
+	// serve and connect are a two-node test's two sides.
+	serve   func(c recipe.Check, secs string) []string
+	connect func(c recipe.Check, secs, addr string) []string
 }
 
 var tools = map[string]tool{
@@ -58,8 +67,10 @@ var tools = map[string]tool{
 	"nvbandwidth":    {bin: "nvbandwidth", gpu: true, argv: nvbwArgv, judge: judgeNVBandwidth},
 	"stress-ng":      {bin: "stress-ng", argv: stressArgv, judge: judgeStressNG},
 	"fio":            {bin: "fio", argv: fioArgv, judge: judgeFio},
-	"iperf3":         {bin: "iperf3", peer: "it needs a peer node of the same wave, paired by the engine"},
-	"ib-write-bw":    {bin: "ib_write_bw", peer: "it needs a peer node of the same wave, paired by the engine"},
+	"iperf3": {bin: "iperf3", peer: "it needs a partner node, paired by ingot", judge: judgeIperf3,
+		serve: iperf3Serve, connect: iperf3Connect},
+	"ib-write-bw": {bin: "ib_write_bw", peer: "it needs a partner node, paired by ingot", judge: judgeIBWriteBW,
+		serve: ibServe, connect: ibConnect},
 }
 
 // Run runs every check of the plan in order, within the burn-in's deadline.
@@ -82,12 +93,15 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) api.CheckResul
 	if !ok {
 		return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("ingot's burn-in has no runner for %q", c.Name)}
 	}
-	if t.peer != "" {
-		return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: %s, which is not built yet", t.bin, t.peer)}
+	if t.peer != "" && r.Pair == nil {
+		return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: %s, and this run cannot ask ingot", t.bin, t.peer)}
 	}
 	path, err := r.lookPath(t.bin)
 	if err != nil {
 		return api.CheckResult{Skipped: true, Detail: t.bin + " not found in the installed system"}
+	}
+	if t.peer != "" {
+		return r.fabric(ctx, c, p, t, path)
 	}
 	runs := t.argv(c, p)
 	if c.Name == "stress-ng" && r.StressMem != "" {

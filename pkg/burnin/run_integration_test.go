@@ -8,8 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/api"
 
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
@@ -63,5 +66,56 @@ func TestIntegrationRealBurnInTools(t *testing.T) {
 	plan.Checks = []recipe.Check{{Name: "fio", Min: q("1PB/s")}}
 	if res := r.Run(ctx, plan); res[0].OK || !strings.Contains(res[0].Detail, "want at least 1PB/s") {
 		t.Errorf("fio at 1PB/s: %+v", res[0])
+	}
+}
+
+// Two nodes' iperf3 burn-in for real, on loopback: a pairer standing in for
+// ingot's makes the first runner listen and the second connect to it.
+func TestIntegrationRealIperf3Pair(t *testing.T) {
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		t.Skip("needs iperf3 (make deps)")
+	}
+	floor, err := recipe.ParseQuantity("100Mbps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Plan{BurnIn: recipe.BurnIn{Duration: recipe.Duration(2 * time.Second)}, Checks: []recipe.Check{{Name: "iperf3", Min: floor}}}
+	var mu sync.Mutex
+	first := ""
+	pair := func(node string) Pairer {
+		return func(context.Context, string, string) (api.Peer, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case first == "":
+				first = node
+				return api.Peer{Role: "wait"}, nil
+			case first == node:
+				return api.Peer{Role: "server", Address: "127.0.0.1"}, nil
+			}
+			return api.Peer{Role: "client", Address: "127.0.0.1"}, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	results := make([]api.CheckResult, 2)
+	var wg sync.WaitGroup
+	for i, node := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := Runner{Pair: pair(node), PairEvery: 200 * time.Millisecond, Logf: t.Logf}
+			results[i] = r.Run(ctx, plan)[0]
+		}()
+		time.Sleep(300 * time.Millisecond) // a asks first and listens
+	}
+	wg.Wait()
+	for i, res := range results {
+		if !res.OK || res.Value < 1e8 {
+			t.Errorf("node %d: %+v, want at least 100Mbps measured", i, res)
+		}
+	}
+	if !strings.Contains(results[0].Detail, "as server") || !strings.Contains(results[1].Detail, "as client") {
+		t.Errorf("roles: %q / %q", results[0].Detail, results[1].Detail)
 	}
 }

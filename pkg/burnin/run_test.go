@@ -85,7 +85,7 @@ func TestRunnerVerdicts(t *testing.T) {
 	}{
 		"every tool passes": {func(*fakeNode, *Plan) {}, map[string]string{
 			"dcgm-diag": "ok", "gpu-burn": "ok", "nccl-allreduce": "ok", "nvbandwidth": "ok", "stress-ng": "ok", "fio": "ok",
-			"iperf3": "skipped: needs a peer node"}},
+			"iperf3": "skipped: needs a partner node"}},
 		"a tool missing did not run": {func(f *fakeNode, _ *Plan) { f.missing["dcgmi"] = true }, map[string]string{
 			"dcgm-diag": "skipped: dcgmi not found in the installed system"}},
 		"a FAULTY gpu-burn line fails": {func(f *fakeNode, _ *Plan) { f.out["gpu_burn"] = "gpuburn/fail.txt" }, map[string]string{
@@ -158,5 +158,64 @@ func TestRunnerKeepsNumbers(t *testing.T) {
 	}
 	if !sawBurn {
 		t.Errorf("calls %q: want gpu_burn run for the burn-in duration (90 s)", f.calls)
+	}
+}
+
+// Two-node tests: the engine pairs; the first to ask listens, the second
+// connects (retrying until its partner listens); no partner in time is a
+// skipped check.
+func TestRunnerFabric(t *testing.T) {
+	q := func(s string) recipe.Quantity { return mustQ(t, s) }
+	plan := Plan{BurnIn: recipe.BurnIn{Duration: recipe.Duration(30 * time.Second)},
+		Checks: []recipe.Check{{Name: "iperf3", Min: q("1Gbps")}}}
+	cases := map[string]struct {
+		answers   []api.Peer // what ingot answers, in turn (the last repeats)
+		failFirst int        // the first runs fail (the partner is not listening yet)
+		want      string     // "ok: ARGV-PART", "skipped: TEXT", "fail: TEXT"
+	}{
+		"first: waits, then listens": {answers: []api.Peer{{Role: "wait"}, {Role: "server", Address: "10.40.0.12"}}, want: "ok: -s -1 -J"},
+		"second: connects, retrying": {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}}, failFirst: 2, want: "ok: -c 10.40.0.11 -J -t 30 -P 4"},
+		"no partner in time":         {answers: []api.Peer{{Role: "wait"}}, want: "skipped: no other node of the recipe reached burn-in"},
+		"below threshold":            {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}}, want: "fail: want at least 1Tbps"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := passingNode(t)
+			f.out["iperf3"] = "iperf3/pass.json"
+			var mu sync.Mutex
+			asked, ran := 0, 0
+			r := Runner{LookPath: f.lookPath, PairWait: 50 * time.Millisecond, PairEvery: 5 * time.Millisecond,
+				Pair: func(_ context.Context, check, _ string) (api.Peer, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					a := c.answers[min(asked, len(c.answers)-1)]
+					asked++
+					return a, nil
+				},
+				Exec: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+					mu.Lock()
+					ran++
+					n := ran
+					mu.Unlock()
+					if n <= c.failFirst {
+						return []byte("iperf3: error - unable to connect to server"), errors.New("exit status 1")
+					}
+					return f.exec(ctx, name, args...)
+				}}
+			p := plan
+			if strings.HasSuffix(c.want, "1Tbps") {
+				p.Checks = []recipe.Check{{Name: "iperf3", Min: q("1Tbps")}}
+			}
+			res := r.Run(context.Background(), p)[0]
+			kind, text, _ := strings.Cut(c.want, ": ")
+			switch {
+			case kind == "ok" && (!res.OK || !strings.Contains(strings.Join(f.calls, "|"), "iperf3 "+text)):
+				t.Errorf("%+v (calls %q), want ok running iperf3 %s", res, f.calls, text)
+			case kind == "skipped" && (!res.Skipped || !strings.Contains(res.Detail, text)):
+				t.Errorf("%+v, want skipped saying %q", res, text)
+			case kind == "fail" && (res.OK || res.Skipped || !strings.Contains(res.Detail, text)):
+				t.Errorf("%+v, want a failure saying %q", res, text)
+			}
+		})
 	}
 }

@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 func TestJudge(t *testing.T) {
@@ -86,5 +90,43 @@ func TestInstalledMismatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPair(t *testing.T) {
+	ctx := context.Background()
+	e, s := poolEngine(t, "")
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.CreateMachine(ctx, &machine.Machine{ID: id, Name: "n-" + id, State: machine.StateVerifying}); err != nil {
+			t.Fatal(err)
+		}
+		spec, _ := json.Marshal(ReimageSpec{Machine: id, Recipe: "gpu"})
+		if err := s.CreateJob(ctx, &store.Job{ID: "j-" + id, Kind: "reimage", Machines: []string{id}, State: store.JobRunning,
+			Step: StepFirstBoot, Spec: spec, Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		machine, addr string
+		want          Peer
+	}{
+		{"a", "10.0.0.1", Peer{Role: "wait"}},
+		{"a", "10.0.0.1", Peer{Role: "wait"}}, // a retry
+		{"b", "10.0.0.2", Peer{Role: "client", Address: "10.0.0.1"}},
+		{"a", "10.0.0.1", Peer{Role: "server", Address: "10.0.0.2"}},
+		{"b", "10.0.0.2", Peer{Role: "client", Address: "10.0.0.1"}}, // idempotent
+		{"c", "10.0.0.3", Peer{Role: "wait"}},                        // a and b are taken
+	}
+	for i, st := range steps {
+		got, err := e.Pair(ctx, st.machine, "iperf3", st.addr)
+		if err != nil || got != st.want {
+			t.Errorf("step %d: Pair(%s) = %+v, %v; want %+v", i, st.machine, got, err, st.want)
+		}
+	}
+	if _, err := s.UpdateJob(ctx, "j-c", func(j *store.Job) error { j.Step = StepImage; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Pair(ctx, "c", "iperf3", "10.0.0.3"); err == nil {
+		t.Error("a machine not in burn-in was paired")
 	}
 }

@@ -128,6 +128,7 @@ type Engine struct {
 	running  map[string]bool // jobs with a BMC step in flight
 	again    map[string]bool // jobs kicked while their BMC step ran
 	waiters  map[string][]chan struct{}
+	pairs    pairs // fabric-test pairings of nodes in burn-in
 }
 
 // New builds an Engine.

@@ -105,9 +105,12 @@ func checkDefs() []checkDef {
 		burnIn("fio", UnitBytesPerSecond, true,
 			"fio reaches at least min throughput on every data disk"),
 		burnIn("iperf3", UnitBitsPerSecond, true,
-			"iperf3 between pairs of nodes of the class reaches at least min on the workload network"),
+			"iperf3 between two nodes of the class in burn-in at once, paired by the engine, reaches at least min (each side judges what it measured); args.interface: the port whose address the peer connects to (default: the one ingot is reached over)",
+			argRule{name: "interface", pattern: `^[a-zA-Z0-9._-]{1,15}$`, expect: "an interface name such as ens3np0"}),
 		burnIn("ib-write-bw", UnitBitsPerSecond, true,
-			"ib_write_bw (perftest) between pairs of nodes reaches at least min on every InfiniBand/RoCE port"),
+			"ib_write_bw (perftest) between two nodes of the class in burn-in at once, paired by the engine, reaches at least min; args.interface as iperf3's, args.device the RDMA device (default the first)",
+			argRule{name: "interface", pattern: `^[a-zA-Z0-9._-]{1,15}$`, expect: "an interface name such as ens3np0"},
+			argRule{name: "device", pattern: `^[a-zA-Z0-9._-]{1,64}$`, expect: "an RDMA device such as mlx5_0"}),
 	}
 }
 

@@ -1,0 +1,166 @@
+package burnin
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+// Pairer asks ingot for the partner of a fabric test: api.PathPeer.
+type Pairer func(ctx context.Context, check, addr string) (api.Peer, error)
+
+// The fabric tests' defaults.
+const (
+	defaultPairWait  = 10 * time.Minute // how long a node waits for a partner
+	defaultPairEvery = 5 * time.Second  // how often it asks
+)
+
+// fabric runs a two-node test: the engine pairs this node with another of
+// its recipe in burn-in; the first to ask listens, the second connects.
+// Both judge what they measured. No partner in time is a skipped check.
+func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, path string) api.CheckResult {
+	addr, err := interfaceAddr(c.Args["interface"])
+	if err != nil {
+		return api.CheckResult{Detail: fmt.Sprintf("%s: args.interface: %v", c.Name, err)}
+	}
+	wait := r.PairWait
+	if wait <= 0 {
+		wait = defaultPairWait
+	}
+	every := r.PairEvery
+	if every <= 0 {
+		every = defaultPairEvery
+	}
+	deadline := time.Now().Add(wait)
+	var peer api.Peer
+	for {
+		if peer, err = r.Pair(ctx, c.Name, addr); err != nil {
+			return api.CheckResult{Detail: fmt.Sprintf("%s: asking ingot for a partner node: %v", c.Name, err)}
+		}
+		if peer.Role != "wait" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: no other node of the recipe reached burn-in within %s", t.bin, wait)}
+		}
+		select {
+		case <-ctx.Done():
+			return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: the burn-in deadline passed waiting for a partner", t.bin)}
+		case <-time.After(every):
+		}
+	}
+	secs := seconds(capped(p.BurnIn, time.Minute), 60)
+	argv := t.serve(c, secs)
+	if peer.Role == "client" {
+		argv = t.connect(c, secs, peer.Address)
+	}
+	r.logf("burn-in %s: %s with %s", c.Name, peer.Role, peer.Address)
+	out, err := r.runRetrying(ctx, path, argv, peer.Role == "client", every)
+	res := t.judge(out, c, p)
+	if !res.OK && err != nil {
+		res.Detail += fmt.Sprintf(" (%s %v: %v)", t.bin, argv, err)
+	}
+	if res.Metrics == nil {
+		res.Metrics = map[string]float64{}
+	}
+	res.Detail = fmt.Sprintf("%s, as %s with %s", res.Detail, peer.Role, peer.Address)
+	return res
+}
+
+// runRetrying runs argv; a client retries while its server is not yet
+// listening (up to 10 tries).
+func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, retry bool, every time.Duration) ([]byte, error) {
+	var out []byte
+	var err error
+	for i := 0; i < 10; i++ {
+		if out, err = r.exec()(ctx, path, argv...); err == nil || !retry || ctx.Err() != nil {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+	return out, err
+}
+
+func capped(b recipe.BurnIn, most time.Duration) recipe.BurnIn {
+	if b.Duration.D() <= 0 || b.Duration.D() > most {
+		b.Duration = recipe.Duration(most)
+	}
+	return b
+}
+
+// interfaceAddr is the IPv4 of the named interface ("": let ingot take
+// the address the request comes from).
+func interfaceAddr(name string) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return "", err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no IPv4 address", name)
+}
+
+func iperf3Serve(_ recipe.Check, _ string) []string { return []string{"-s", "-1", "-J"} }
+func iperf3Connect(_ recipe.Check, secs, addr string) []string {
+	return []string{"-c", addr, "-J", "-t", secs, "-P", "4"}
+}
+
+func ibArgs(c recipe.Check, secs string) []string {
+	a := []string{"--report_gbits", "-D", secs}
+	if d := c.Args["device"]; d != "" {
+		a = append(a, "-d", d)
+	}
+	return a
+}
+func ibServe(c recipe.Check, secs string) []string { return ibArgs(c, secs) }
+func ibConnect(c recipe.Check, secs, addr string) []string {
+	return append(ibArgs(c, secs), addr)
+}
+
+func judgeIperf3(out []byte, c recipe.Check, _ Plan) api.CheckResult {
+	r, err := ParseIperf3(out)
+	if err != nil {
+		return api.CheckResult{Detail: err.Error()}
+	}
+	bps := r.ReceivedBitsPerSec
+	res := api.CheckResult{Value: bps, Metrics: map[string]float64{"retransmits": float64(r.Retransmits)}}
+	if !c.Min.IsZero() && bps < c.Min.Value {
+		res.Detail = fmt.Sprintf("iperf3: %s received, want at least %s", show(bps, recipe.UnitBitsPerSecond), c.Min)
+		return res
+	}
+	res.OK, res.Detail = true, fmt.Sprintf("iperf3: %s received over %d streams", show(bps, recipe.UnitBitsPerSecond), r.Streams)
+	return res
+}
+
+func judgeIBWriteBW(out []byte, c recipe.Check, _ Plan) api.CheckResult {
+	r, err := ParseIBWriteBW(out)
+	if err != nil {
+		return api.CheckResult{Detail: err.Error()}
+	}
+	bps := r.MaxAvgBitsPerSec()
+	res := api.CheckResult{Value: bps}
+	if !c.Min.IsZero() && bps < c.Min.Value {
+		res.Detail = fmt.Sprintf("ib_write_bw: %s average, want at least %s", show(bps, recipe.UnitBitsPerSecond), c.Min)
+		return res
+	}
+	res.OK, res.Detail = true, fmt.Sprintf("ib_write_bw: %s average", show(bps, recipe.UnitBitsPerSecond))
+	return res
+}
