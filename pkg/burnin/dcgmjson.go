@@ -91,6 +91,9 @@ func ParseDCGM(data []byte) (DCGMResult, error) {
 			res.Tests = append(res.Tests, test)
 		}
 	}
+	if len(res.Tests) == 0 {
+		return DCGMResult{}, incomplete(toolDCGM, "test_categories hold no tests")
+	}
 	return res, nil
 }
 
