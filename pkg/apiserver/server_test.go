@@ -178,6 +178,7 @@ func TestAuth(t *testing.T) {
 func (f *fixture) agentCredential(t *testing.T, m *machine.Machine) (boot, agent string) {
 	t.Helper()
 	ctx := context.Background()
+	f.waitBooting(t, m.ID)
 	if err := f.s.PutLease(ctx, store.Lease{MAC: m.MACs[0], IP: machineAddr, MachineID: m.ID, State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +192,21 @@ func (f *fixture) agentCredential(t *testing.T, m *machine.Machine) (boot, agent
 		t.Fatalf("exchange: %d %s", code, body)
 	}
 	return boot, x.Token
+}
+
+// waitBooting waits until the machine's job has done its BMC step (which
+// voids the credentials of earlier boot attempts): the machine boots after it.
+func (f *fixture) waitBooting(t *testing.T, machineID string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		j, err := f.srv.engine.ActiveJob(context.Background(), machineID)
+		if err == nil && j.Step != engine.StepBMC {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("the job of %s never left the BMC step", machineID)
 }
 
 // Someone else on the boot network fetches what the machine was given and
@@ -263,6 +279,7 @@ func TestCredentialByMAC(t *testing.T) {
 	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}}); code != 202 {
 		t.Fatalf("reimage: %d %s", code, body)
 	}
+	f.waitBooting(t, m1.ID)
 	if err := f.s.PutLease(ctx, store.Lease{MAC: m1.MACs[0], IP: machineAddr, MachineID: m1.ID, State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
