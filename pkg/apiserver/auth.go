@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,10 +23,7 @@ const (
 )
 
 // HashToken returns the hex SHA-256 under which a token secret is stored.
-func HashToken(secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return hex.EncodeToString(sum[:])
-}
+func HashToken(secret string) string { return agentauth.Hash(secret) }
 
 // NewSecret returns a fresh random token secret.
 func NewSecret(prefix string) string {
