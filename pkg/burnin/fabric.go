@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
@@ -54,6 +56,7 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 		}
 	}
 	secs := seconds(capped(p.BurnIn, time.Minute), 60)
+	c = r.gpuDirect(c, p)
 	argv := t.serve(c, secs)
 	if peer.Role == "client" {
 		argv = t.connect(c, secs, peer.Address)
@@ -72,12 +75,17 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 }
 
 // runRetrying runs argv; a client retries while its server is not yet
-// listening (up to 10 tries).
+// listening (up to 10 tries): the partner learns it is the server on its
+// next poll, seconds after the client learned its role. A failed exit or
+// a refused connection in the output both count: iperf3 3.12 with -J
+// exits 0 when it cannot connect (seen on Debian 12), saying so only in
+// its JSON's "error".
 func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, retry bool, every time.Duration) ([]byte, error) {
 	var out []byte
 	var err error
 	for i := 0; i < 10; i++ {
-		if out, err = r.exec()(ctx, path, argv...); err == nil || !retry || ctx.Err() != nil {
+		out, err = r.exec()(ctx, path, argv...)
+		if (err == nil && !notListening(out)) || !retry || ctx.Err() != nil {
 			return out, err
 		}
 		select {
@@ -87,6 +95,15 @@ func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, re
 		}
 	}
 	return out, err
+}
+
+// notListening reports whether a fabric tool's client output says its
+// server refused or did not answer the connection (iperf3: "unable to
+// connect to server"; perftest: "Couldn't connect to").
+func notListening(out []byte) bool {
+	s := string(out)
+	return strings.Contains(s, "unable to connect to server") || strings.Contains(s, "Couldn't connect to") ||
+		strings.Contains(s, "Connection refused")
 }
 
 func capped(b recipe.BurnIn, most time.Duration) recipe.BurnIn {
@@ -128,7 +145,33 @@ func ibArgs(c recipe.Check, secs string) []string {
 	if d := c.Args["device"]; d != "" {
 		a = append(a, "-d", d)
 	}
+	if g := c.Args["cuda"]; g != "" {
+		a = append(a, "--use_cuda="+g) // GPUDirect RDMA: the buffers live in that GPU's memory
+	}
 	return a
+}
+
+// gpuDirect returns c with args.cuda set to GPU 0 where GPUDirect RDMA is
+// present and the recipe did not pick a GPU: ib_write_bw then measures the
+// path NCCL uses (NIC <-> GPU memory), not host memory. Present means the
+// node has GPUs and the nvidia_peermem module is loaded.
+func (r *Runner) gpuDirect(c recipe.Check, p Plan) recipe.Check {
+	if c.Name != "ib-write-bw" || c.Args["cuda"] != "" || p.GPUs == 0 {
+		return c
+	}
+	loaded := r.PeerMem
+	if loaded == nil {
+		loaded = func() bool { _, err := os.Stat("/sys/module/nvidia_peermem"); return err == nil }
+	}
+	if !loaded() {
+		return c
+	}
+	args := map[string]string{"cuda": "0"}
+	for k, v := range c.Args {
+		args[k] = v
+	}
+	c.Args = args
+	return c
 }
 func ibServe(c recipe.Check, secs string) []string { return ibArgs(c, secs) }
 func ibConnect(c recipe.Check, secs, addr string) []string {

@@ -2,6 +2,7 @@ package burnin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -46,14 +47,23 @@ type Runner struct {
 	Pair      Pairer
 	PairWait  time.Duration
 	PairEvery time.Duration
+	// RunLimit overrides runLimit (tests).
+	RunLimit func(d time.Duration) time.Duration
+	// PeerMem reports whether GPUDirect RDMA is loaded (default: the
+	// nvidia_peermem module is in /sys/module).
+	PeerMem func() bool
 }
 
 // tool runs one check.
 type tool struct {
-	bin   string
-	gpu   bool   // sample GPUs while it runs
-	peer  string // non-empty: a two-node test (serve, connect); why it cannot run alone
-	argv  func(c recipe.Check, p Plan) [][]string
+	bin  string
+	gpu  bool   // sample GPUs while it runs
+	peer string // non-empty: a two-node test (serve, connect); why it cannot run alone
+	argv func(c recipe.Check, p Plan) [][]string
+	// lasts is how long one run is meant to take (its --timeout or
+	// runtime); nil: not known (dcgmi, nccl-tests), bounded only by the
+	// burn-in's deadline. A run that takes much longer hung (runLimit).
+	lasts func(p Plan) time.Duration
 	judge func(out []byte, c recipe.Check, p Plan) api.CheckResult
 	// serve and connect are a two-node test's two sides.
 	serve   func(c recipe.Check, secs string) []string
@@ -62,11 +72,11 @@ type tool struct {
 
 var tools = map[string]tool{
 	"dcgm-diag":      {bin: "dcgmi", gpu: true, argv: dcgmArgv, judge: judgeDCGM},
-	"gpu-burn":       {bin: "gpu_burn", gpu: true, argv: gpuBurnArgv, judge: judgeGPUBurn},
+	"gpu-burn":       {bin: "gpu_burn", gpu: true, argv: gpuBurnArgv, judge: judgeGPUBurn, lasts: lastsFor(600 * time.Second)},
 	"nccl-allreduce": {bin: "all_reduce_perf", gpu: true, argv: ncclArgv, judge: judgeNCCL},
 	"nvbandwidth":    {bin: "nvbandwidth", gpu: true, argv: nvbwArgv, judge: judgeNVBandwidth},
-	"stress-ng":      {bin: "stress-ng", argv: stressArgv, judge: judgeStressNG},
-	"fio":            {bin: "fio", argv: fioArgv, judge: judgeFio},
+	"stress-ng":      {bin: "stress-ng", argv: stressArgv, judge: judgeStressNG, lasts: lastsFor(60 * time.Second)},
+	"fio":            {bin: "fio", argv: fioArgv, judge: judgeFio, lasts: fioLasts},
 	"iperf3": {bin: "iperf3", peer: "it needs a partner node, paired by ingot", judge: judgeIperf3,
 		serve: iperf3Serve, connect: iperf3Connect},
 	"ib-write-bw": {bin: "ib_write_bw", peer: "it needs a partner node, paired by ingot", judge: judgeIBWriteBW,
@@ -121,10 +131,13 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) api.CheckResul
 		s = r.startSampler(ctx)
 	}
 	var outs [][]byte
-	var runErr error
+	var runErr, hung error
 	for _, argv := range runs {
-		o, err := r.exec()(ctx, path, argv...)
+		o, err := r.run(ctx, t, p, path, argv)
 		outs = append(outs, o)
+		if errors.Is(err, errHung) && hung == nil {
+			hung = err
+		}
 		if err != nil && runErr == nil {
 			runErr = fmt.Errorf("%s %s: %w", t.bin, strings.Join(argv, " "), err)
 		}
@@ -133,6 +146,9 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) api.CheckResul
 	for _, o := range outs {
 		one := t.judge(o, c, p)
 		res = merge(res, one)
+	}
+	if hung != nil {
+		res.OK, res.Detail = false, hung.Error()
 	}
 	if ctx.Err() != nil {
 		res.OK, res.Detail = false, fmt.Sprintf("burn-in deadline (%s) passed: %s", p.BurnIn.Deadline(), res.Detail)
@@ -143,6 +159,47 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) api.CheckResul
 		r.finishSampler(ctx, s, &res, p.BurnIn)
 	}
 	return res
+}
+
+// errHung marks a run that outlived its limit and was killed.
+var errHung = errors.New("hung")
+
+// lastsFor is a tool's run time: the burn-in duration, else fallback.
+func lastsFor(fallback time.Duration) func(Plan) time.Duration {
+	return func(p Plan) time.Duration {
+		if d := p.BurnIn.Duration.D(); d > 0 {
+			return d
+		}
+		return fallback
+	}
+}
+
+// fioLasts: fio reads for the burn-in duration, at most a minute.
+func fioLasts(p Plan) time.Duration { return capped(p.BurnIn, time.Minute).Duration.D() }
+
+// runLimit is how long a run meant to last d may take before it counts as
+// hung: twice d and at least two minutes more (a loaded node starts slowly).
+func runLimit(d time.Duration) time.Duration { return 2*d + 2*time.Minute }
+
+// run runs one argv of a tool, killed as hung past its runLimit, so a
+// tool that never returns fails its own check instead of spending the
+// whole burn-in's deadline.
+func (r *Runner) run(ctx context.Context, t tool, p Plan, path string, argv []string) ([]byte, error) {
+	if t.lasts == nil {
+		return r.exec()(ctx, path, argv...)
+	}
+	d := t.lasts(p)
+	limit := runLimit(d)
+	if r.RunLimit != nil {
+		limit = r.RunLimit(d)
+	}
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	out, err := r.exec()(rctx, path, argv...)
+	if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return out, fmt.Errorf("%w: %s %s did not finish within %s (it runs for %s) and was killed", errHung, t.bin, strings.Join(argv, " "), limit, d)
+	}
+	return out, err
 }
 
 // merge folds the verdict of one run (one disk) into the check's.

@@ -3,6 +3,8 @@ package burnin
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -171,12 +173,15 @@ func TestRunnerFabric(t *testing.T) {
 	cases := map[string]struct {
 		answers   []api.Peer // what ingot answers, in turn (the last repeats)
 		failFirst int        // the first runs fail (the partner is not listening yet)
+		refused   string     // fixture the failing runs print, exiting 0 (iperf3 3.12 -J); "": exit 1
 		want      string     // "ok: ARGV-PART", "skipped: TEXT", "fail: TEXT"
 	}{
 		"first: waits, then listens": {answers: []api.Peer{{Role: "wait"}, {Role: "server", Address: "10.40.0.12"}}, want: "ok: -s -1 -J"},
 		"second: connects, retrying": {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}}, failFirst: 2, want: "ok: -c 10.40.0.11 -J -t 30 -P 4"},
-		"no partner in time":         {answers: []api.Peer{{Role: "wait"}}, want: "skipped: no other node of the recipe reached burn-in"},
-		"below threshold":            {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}}, want: "fail: want at least 1Tbps"},
+		"second: retries past iperf3 3.12's exit 0 on a refused connection": {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}},
+			failFirst: 2, refused: "iperf3/refused_exit0.json", want: "ok: -c 10.40.0.11 -J -t 30 -P 4"},
+		"no partner in time": {answers: []api.Peer{{Role: "wait"}}, want: "skipped: no other node of the recipe reached burn-in"},
+		"below threshold":    {answers: []api.Peer{{Role: "client", Address: "10.40.0.11"}}, want: "fail: want at least 1Tbps"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -197,6 +202,9 @@ func TestRunnerFabric(t *testing.T) {
 					ran++
 					n := ran
 					mu.Unlock()
+					if n <= c.failFirst && c.refused != "" {
+						return os.ReadFile(filepath.Join("testdata", c.refused))
+					}
 					if n <= c.failFirst {
 						return []byte("iperf3: error - unable to connect to server"), errors.New("exit status 1")
 					}
@@ -217,5 +225,72 @@ func TestRunnerFabric(t *testing.T) {
 				t.Errorf("%+v, want a failure saying %q", res, text)
 			}
 		})
+	}
+}
+
+// ib_write_bw uses GPU memory (GPUDirect RDMA) on a node with GPUs and
+// nvidia_peermem loaded, unless the recipe names the GPU; host memory
+// elsewhere.
+func TestRunnerGPUDirect(t *testing.T) {
+	cases := map[string]struct {
+		gpus    int
+		peermem bool
+		args    map[string]string
+		want    string // the flag ib_write_bw gets, "" for none
+	}{
+		"GPUs and peermem":       {gpus: 8, peermem: true, want: "--use_cuda=0"},
+		"the recipe's GPU":       {gpus: 8, peermem: true, args: map[string]string{"cuda": "3"}, want: "--use_cuda=3"},
+		"no peermem":             {gpus: 8, want: ""},
+		"no GPUs":                {peermem: true, want: ""},
+		"named GPU, no peermem ": {gpus: 8, args: map[string]string{"cuda": "1"}, want: "--use_cuda=1"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var argv []string
+			r := Runner{LookPath: func(b string) (string, error) { return "/usr/bin/" + b, nil },
+				PeerMem: func() bool { return c.peermem },
+				Pair: func(context.Context, string, string) (api.Peer, error) {
+					return api.Peer{Role: "client", Address: "10.40.0.11"}, nil
+				},
+				Exec: func(_ context.Context, _ string, args ...string) ([]byte, error) {
+					argv = args
+					return os.ReadFile("testdata/ibwritebw/pass.txt")
+				}}
+			p := Plan{GPUs: c.gpus, BurnIn: recipe.BurnIn{Duration: recipe.Duration(10 * time.Second)},
+				Checks: []recipe.Check{{Name: "ib-write-bw", Args: c.args}}}
+			r.Run(context.Background(), p)
+			got := ""
+			for _, a := range argv {
+				if strings.HasPrefix(a, "--use_cuda") {
+					got = a
+				}
+			}
+			if got != c.want || argv[len(argv)-1] != "10.40.0.11" {
+				t.Errorf("ib_write_bw %q: want %q and the peer last", argv, c.want)
+			}
+		})
+	}
+}
+
+// A tool that never returns fails its own check, killed past its run
+// limit; the burn-in goes on with the next check.
+func TestRunnerHungTool(t *testing.T) {
+	f := passingNode(t)
+	r := Runner{LookPath: f.lookPath, RunLimit: func(time.Duration) time.Duration { return 50 * time.Millisecond },
+		Exec: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			if filepath.Base(name) == "fio" {
+				<-ctx.Done() // hangs until killed
+				return nil, ctx.Err()
+			}
+			return f.exec(ctx, name, args...)
+		}}
+	p := Plan{BurnIn: recipe.BurnIn{Duration: recipe.Duration(10 * time.Second)}, DataDisks: []string{"/dev/nvme1n1"},
+		Checks: []recipe.Check{{Name: "fio"}, {Name: "stress-ng"}}}
+	res := r.Run(context.Background(), p)
+	if res[0].OK || res[0].Skipped || !strings.Contains(res[0].Detail, "fio") || !strings.Contains(res[0].Detail, "did not finish within 50ms (it runs for 10s)") {
+		t.Errorf("fio: %+v, want a failure saying it hung", res[0])
+	}
+	if !res[1].OK {
+		t.Errorf("stress-ng after the hung fio: %+v, want it run and passed", res[1])
 	}
 }

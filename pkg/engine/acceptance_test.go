@@ -93,14 +93,42 @@ func TestInstalledMismatches(t *testing.T) {
 	}
 }
 
+func TestLonePairs(t *testing.T) {
+	fabric := func(optional bool) *recipe.Recipe {
+		return &recipe.Recipe{Name: "gpu", Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "gpu-count"}, {Name: "iperf3", Optional: optional}}}}
+	}
+	cases := map[string]struct {
+		r     *recipe.Recipe
+		waves [][]string
+		want  string
+	}{
+		"canary of one, required iperf3": {fabric(false), [][]string{{"a"}, {"b", "c"}}, "wave 1 of 2 has one machine (a), but recipe gpu requires iperf3"},
+		"last wave of one":               {fabric(false), [][]string{{"a", "b"}, {"c"}}, "wave 2 of 2 has one machine (c)"},
+		"waves of two":                   {fabric(false), [][]string{{"a", "b"}, {"c", "d", "e"}}, ""},
+		"optional iperf3":                {fabric(true), [][]string{{"a"}, {"b"}}, ""},
+		"no fabric check":                {&recipe.Recipe{Name: "gpu"}, [][]string{{"a"}}, ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := lonePairs(c.r, c.waves)
+			if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("lonePairs = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
 func TestPair(t *testing.T) {
 	ctx := context.Background()
 	e, s := poolEngine(t, "")
-	for _, id := range []string{"a", "b", "c"} {
+	// a, b, c outside a rollout; w1 in wave 1 of a rollout, w2 and w3 in
+	// its wave 2: nodes pair only within their wave.
+	waves := map[string]string{"w1": "r-1/1", "w2": "r-1/2", "w3": "r-1/2"}
+	for _, id := range []string{"a", "b", "c", "w1", "w2", "w3"} {
 		if err := s.CreateMachine(ctx, &machine.Machine{ID: id, Name: "n-" + id, State: machine.StateVerifying}); err != nil {
 			t.Fatal(err)
 		}
-		spec, _ := json.Marshal(ReimageSpec{Machine: id, Recipe: "gpu"})
+		spec, _ := json.Marshal(ReimageSpec{Machine: id, Recipe: "gpu", Wave: waves[id]})
 		if err := s.CreateJob(ctx, &store.Job{ID: "j-" + id, Kind: "reimage", Machines: []string{id}, State: store.JobRunning,
 			Step: StepFirstBoot, Spec: spec, Created: time.Now()}); err != nil {
 			t.Fatal(err)
@@ -116,6 +144,9 @@ func TestPair(t *testing.T) {
 		{"a", "10.0.0.1", Peer{Role: "server", Address: "10.0.0.2"}},
 		{"b", "10.0.0.2", Peer{Role: "client", Address: "10.0.0.1"}}, // idempotent
 		{"c", "10.0.0.3", Peer{Role: "wait"}},                        // a and b are taken
+		{"w1", "10.0.1.1", Peer{Role: "wait"}},                       // c is not of its wave
+		{"w2", "10.0.1.2", Peer{Role: "wait"}},                       // nor is w1 of w2's
+		{"w3", "10.0.1.3", Peer{Role: "client", Address: "10.0.1.2"}},
 	}
 	for i, st := range steps {
 		got, err := e.Pair(ctx, st.machine, "iperf3", st.addr)

@@ -189,6 +189,10 @@ type ReimageSpec struct {
 	Recipe  string `json:"recipe"`
 	Reason  string `json:"reason,omitempty"`
 	Actor   string `json:"actor,omitempty"`
+	// Wave is the rollout wave that started the job ("ROLLOUT/N", N from
+	// 1), empty outside a rollout: two-node burn-in tests pair only nodes
+	// of one wave, which boot and burn in together.
+	Wave string `json:"wave,omitempty"`
 }
 
 // ReimageStatus is a reimage job's progress, persisted with the job.

@@ -427,6 +427,47 @@ func TestLoadWattsDuringBurnIn(t *testing.T) {
 	}
 }
 
+// A restart during the burn-in keeps the samples taken and samples on.
+func TestLoadWattsResumeAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	h.recipe = testRecipe()
+	h.recipe.Acceptance.Checks = append(h.recipe.Acceptance.Checks, recipe.Check{Name: "gpu-burn"})
+	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+	h.start(nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	h.e.OnTask(ctx, m.ID)
+	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	h.e.OnDone(ctx, m.ID, "handoff", true, "")
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	time.Sleep(50 * time.Millisecond)
+	h.stop()
+	cur, _ := h.s.GetJob(ctx, j.ID)
+	before, _ := engine.Status(cur)
+	h.start(nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cur, _ = h.s.GetJob(ctx, j.ID)
+		st, _ := engine.Status(cur)
+		if st.LoadSamples > before.LoadSamples+2 {
+			if st.LoadWatts < before.LoadWatts {
+				t.Errorf("highest reading fell from %d W to %d W across the restart", before.LoadWatts, st.LoadWatts)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("samples %d before the restart, %d 5 s after: the sampler did not resume", before.LoadSamples, st.LoadSamples)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // The BMC's inventory, read in the BMC step, is reconciled with the
 // agent's: a GPU only one side shows fails the job.
 func TestReconcileWithBMC(t *testing.T) {

@@ -23,14 +23,15 @@ type pairing struct {
 	firstAt, secondAt string // addresses
 }
 
-// pairs holds the engine's open pairings, by recipe and check. It lives in
+// pairs holds the engine's open pairings, by recipe, wave and check. It lives in
 // memory: after a restart nodes are paired afresh.
 type pairs struct {
 	mu sync.Mutex
 	m  map[string][]*pairing
 }
 
-// Pair pairs a machine in burn-in with another of its recipe for check:
+// Pair pairs a machine in burn-in with another of its recipe (and of its
+// rollout wave, when a rollout started its job) for check:
 // the first to ask waits until a second asks; then the first listens
 // ("server") and the second connects ("client"). Repeats are idempotent.
 // addr is where the peer reaches this machine.
@@ -46,7 +47,9 @@ func (e *Engine) Pair(ctx context.Context, machineID, check, addr string) (Peer,
 	if err != nil {
 		return Peer{}, err
 	}
-	key := sp.Recipe + "/" + check
+	// Nodes of one rollout wave pair with each other; jobs started outside
+	// a rollout pair with others of their recipe started outside one.
+	key := sp.Recipe + "/" + sp.Wave + "/" + check
 	e.pairs.mu.Lock()
 	defer e.pairs.mu.Unlock()
 	if e.pairs.m == nil {

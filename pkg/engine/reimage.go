@@ -133,6 +133,12 @@ func (e *Engine) probeBMC(ctx context.Context, m *machine.Machine) error {
 
 // Reimage runs the preflight and, when it passes, starts a persisted job.
 func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*store.Job, error) {
+	return e.reimage(ctx, idOrName, actor, reason, "")
+}
+
+// reimage starts a reimage job; wave names the rollout wave it belongs to
+// ("" outside a rollout): fabric burn-in pairs nodes of one wave.
+func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave string) (*store.Job, error) {
 	p, err := e.Preflight(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -146,7 +152,7 @@ func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*
 			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)
 		}
 	}
-	spec, _ := json.Marshal(ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor})
+	spec, _ := json.Marshal(ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave})
 	job := &store.Job{
 		ID: newID("j-"), Kind: "reimage", Machines: []string{m.ID}, State: store.JobRunning,
 		Step: StepBMC, Spec: spec, Created: e.now(), Updated: e.now(),

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -71,7 +73,8 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	if sp.Canary <= 0 {
 		sp.Canary = 1
 	}
-	if _, err := e.recipes(sp.Recipe); err != nil {
+	r, err := e.recipes(sp.Recipe)
+	if err != nil {
 		return nil, fmt.Errorf("rollout: recipe %s: %w", sp.Recipe, err)
 	}
 	var ms []machine.Machine
@@ -96,6 +99,9 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 		return nil, fmt.Errorf("rollout: no machines use recipe %s", sp.Recipe)
 	}
 	st := RolloutStatus{Waves: Waves(ms, sp.Canary, sp.Batch, sp.PerRack), Jobs: map[string]string{}, Failed: map[string]string{}}
+	if err := lonePairs(r, st.Waves); err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
 	spec, _ := json.Marshal(sp)
 	status, _ := json.Marshal(st)
 	j := &store.Job{ID: newID("r-"), Kind: "rollout", State: store.JobRunning, Step: "wave 1", Spec: spec, Status: status,
@@ -109,6 +115,29 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	e.log.Info("rollout started", "job", j.ID, "recipe", sp.Recipe, "waves", len(st.Waves), "actor", actor)
 	e.rollouts <- j.ID
 	return j, nil
+}
+
+// lonePairs refuses waves that cannot pass the recipe's required two-node
+// burn-in checks (iperf3, ib-write-bw pair nodes of one wave): a wave of one
+// machine would wait for a partner and fail.
+func lonePairs(r *recipe.Recipe, waves [][]string) error {
+	var fabric []string
+	for _, c := range r.Acceptance.Checks {
+		if spec, ok := recipe.LookupCheck(c.Name); ok && spec.Pairwise && !c.Optional {
+			fabric = append(fabric, c.Name)
+		}
+	}
+	if len(fabric) == 0 {
+		return nil
+	}
+	for i, w := range waves {
+		if len(w) == 1 {
+			return fmt.Errorf("wave %d of %d has one machine (%s), but recipe %s requires %s between two nodes of a wave: "+
+				"make every wave at least 2 (--canary 2, --batch 2 or more, per-rack 2 or more) or mark the check optional",
+				i+1, len(waves), w[0], r.Name, strings.Join(fabric, " and "))
+		}
+	}
+	return nil
 }
 
 // driveRollout runs a rollout's waves until it ends or ctx does. Each wave's
@@ -141,7 +170,7 @@ func (e *Engine) driveRollout(ctx context.Context, id string) {
 			if _, ok := st.Jobs[mid]; ok {
 				continue
 			}
-			rj, err := e.Reimage(ctx, mid, "rollout "+id, sp.Reason)
+			rj, err := e.reimage(ctx, mid, "rollout "+id, sp.Reason, fmt.Sprintf("%s/%d", id, st.Wave+1))
 			if err != nil {
 				st.Jobs[mid] = ""
 				st.Failed[mid] = err.Error()

@@ -32,6 +32,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		if j.Step == StepBMC || j.Step == StepHandoff {
 			e.kick <- j.ID
 		}
+		if j.Step == StepFirstBoot {
+			e.resumeLoadSampler(ctx, &j)
+		}
 	}
 	t := time.NewTicker(e.tick)
 	defer t.Stop()
@@ -195,6 +198,25 @@ func firstBootDeadline(r *recipe.Recipe, to recipe.Timeouts) time.Duration {
 		d += b.Deadline().D()
 	}
 	return d
+}
+
+// resumeLoadSampler starts the load sampler again for a job a previous
+// process left in burn-in: the highest reading so far is in its status,
+// and sampling goes on until the first-boot report.
+func (e *Engine) resumeLoadSampler(ctx context.Context, j *store.Job) {
+	sp, err := decodeSpec(j)
+	if err != nil {
+		return
+	}
+	r, err := e.recipes(sp.Recipe)
+	if err != nil || countStage(r.Acceptance.Checks, recipe.StageBurnIn) == 0 {
+		return
+	}
+	m, err := e.store.GetMachine(ctx, sp.Machine)
+	if err != nil {
+		return
+	}
+	go e.sampleLoad(ctx, j.ID, m, e.timeouts(r).Power.D())
 }
 
 // sampleLoad reads the node's power draw from the BMC while the installed

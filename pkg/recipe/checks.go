@@ -25,6 +25,9 @@ type CheckSpec struct {
 	Unit  Unit     `json:"unit"`           // what min and max measure
 	Doc   string   `json:"doc"`            // what it checks, for people
 	Args  []string `json:"args,omitempty"` // the args it reads; any other is a lint error
+	// Pairwise: it runs between two nodes of one rollout wave at once,
+	// paired by the engine (a wave of one cannot pass it).
+	Pairwise bool `json:"pairwise,omitempty"`
 }
 
 // checkDef is a spec with what lint needs beyond it: which bounds the
@@ -71,6 +74,7 @@ func checkDefs() []checkDef {
 		"every hardware.gpus group has its count of GPUs of that vendor and model; with args.model, at least min (default 1) GPUs whose model contains it",
 		argRule{name: "model", expect: "a model substring such as H100"})
 	gpuModel.minNeeds = "model"
+	pairwise := func(d checkDef) checkDef { d.spec.Pairwise = true; return d }
 	return []checkDef{
 		agent("gpu-count", UnitCount, true, true,
 			"the number of GPUs equals the sum of hardware.gpus counts, or lies within min and max when given"),
@@ -104,13 +108,14 @@ func checkDefs() []checkDef {
 			"stress-ng loads CPUs and memory for the burn-in duration without errors"),
 		burnIn("fio", UnitBytesPerSecond, true,
 			"fio reaches at least min throughput on every data disk"),
-		burnIn("iperf3", UnitBitsPerSecond, true,
+		pairwise(burnIn("iperf3", UnitBitsPerSecond, true,
 			"iperf3 between two nodes of the class in burn-in at once, paired by the engine, reaches at least min (each side judges what it measured); args.interface: the port whose address the peer connects to (default: the one ingot is reached over)",
-			argRule{name: "interface", pattern: `^[a-zA-Z0-9._-]{1,15}$`, expect: "an interface name such as ens3np0"}),
-		burnIn("ib-write-bw", UnitBitsPerSecond, true,
-			"ib_write_bw (perftest) between two nodes of the class in burn-in at once, paired by the engine, reaches at least min; args.interface as iperf3's, args.device the RDMA device (default the first)",
+			argRule{name: "interface", pattern: `^[a-zA-Z0-9._-]{1,15}$`, expect: "an interface name such as ens3np0"})),
+		pairwise(burnIn("ib-write-bw", UnitBitsPerSecond, true,
+			"ib_write_bw (perftest) between two nodes of the class in burn-in at once, paired by the engine, reaches at least min; args.interface as iperf3's, args.device the RDMA device (default the first), args.cuda the GPU whose memory it uses (GPUDirect RDMA; default GPU 0 on a node with GPUs and nvidia_peermem loaded, else host memory)",
 			argRule{name: "interface", pattern: `^[a-zA-Z0-9._-]{1,15}$`, expect: "an interface name such as ens3np0"},
-			argRule{name: "device", pattern: `^[a-zA-Z0-9._-]{1,64}$`, expect: "an RDMA device such as mlx5_0"}),
+			argRule{name: "device", pattern: `^[a-zA-Z0-9._-]{1,64}$`, expect: "an RDMA device such as mlx5_0"},
+			argRule{name: "cuda", pattern: `^[0-9]{1,2}$`, expect: "a GPU index such as 0"})),
 	}
 }
 
