@@ -73,7 +73,7 @@ func defaultHGX(i int) hgxSpec {
 			bus: "0000:" + bus + ":00.0", firmware: "96.00.74.00.01", gen: 5, width: 16})
 	}
 	s.nics = append(s.nics, hgxNIC{name: "eno1np0", model: "ConnectX-6 Lx", mac: fmt.Sprintf("52:54:00:%02x:00:00", i),
-		mbps: 25000, boot: true, vlan: 110})
+		firmware: "26.36.1010", mbps: 25000, boot: true, vlan: 110})
 	for p := 1; p <= 8; p++ {
 		s.nics = append(s.nics, hgxNIC{name: fmt.Sprintf("ens%dnp0", p), model: "ConnectX-7", mac: fmt.Sprintf("52:54:00:%02x:00:%02x", i, p),
 			firmware: "28.39.1002", mbps: 400000, vlan: 210})
@@ -246,9 +246,8 @@ func (s hgxSpec) tree() map[string]map[string]any {
 		base := "Chassis/1/NetworkAdapters/" + id
 		na := map[string]any{"@odata.type": "#NetworkAdapter.v1_9_0.NetworkAdapter", "Id": id, "Name": n.model,
 			"Manufacturer": "NVIDIA", "Model": n.model, "Status": hgxOK(), "Ports": hgxRef("/redfish/v1/" + base + "/Ports")}
-		// The recipe has one firmware.nic pin, the ConnectX-7's: the
-		// ConnectX-6 Lx runs another line (26.x), so its version is left
-		// out here rather than shown as drift the recipe cannot express.
+		// Each NIC model runs its own firmware line (ConnectX-7 28.x,
+		// ConnectX-6 Lx 26.x): the recipe pins each model's.
 		if n.firmware != "" {
 			na["Controllers"] = []any{map[string]any{"FirmwarePackageVersion": n.firmware}}
 		}

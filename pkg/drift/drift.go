@@ -12,6 +12,7 @@ package drift
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -84,7 +85,7 @@ func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
 	if r.Hardware.PSUs != nil && !inBand {
 		fs.psus(inv.PSUs, *r.Hardware.PSUs)
 	}
-	fs.firmware(inv, r.Firmware)
+	fs.firmware(inv, r.Firmware, r.Hardware.NICs)
 	if !inBand {
 		fs.power(inv, r.Power, r.Hardware.PSUs)
 	}
@@ -407,7 +408,7 @@ func firmwareEntries(inv machine.Inventory, key string) []string {
 	return out
 }
 
-func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
+func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs []recipe.NICSpec) {
 	bios := firmwareEntries(inv, "BIOS")
 	if inv.System.BIOSVersion != "" {
 		bios = []string{inv.System.BIOSVersion}
@@ -428,16 +429,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 		gpu = firmwareEntries(inv, "GPU")
 	}
 	fs.pin(f, "gpu", "GPU", f.GPU, gpu)
-	var nic []string
-	for _, n := range inv.NICs {
-		if n.Firmware != "" {
-			nic = append(nic, n.Firmware)
-		}
-	}
-	if len(nic) == 0 {
-		nic = firmwareEntries(inv, "NIC")
-	}
-	fs.pin(f, "nic", "NIC", f.NIC, nic)
+	fs.nicFirmware(inv, f, nicSpecs)
 	names := make([]string, 0, len(f.Other))
 	for k := range f.Other {
 		names = append(names, k)
@@ -452,6 +444,35 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware) {
 		}
 		fs.pin(f, "other."+k, k, f.Other[k], have)
 	}
+}
+
+// nicFirmware holds each NIC to the pin of the first hardware.nics entry
+// whose model it matches and that pins firmware, and the others to
+// firmware.nic (BMC-reported NIC firmware too, where no NIC reports its
+// own). Every NIC pin is policy key nic.
+func (fs *findings) nicFirmware(inv machine.Inventory, f recipe.Firmware, specs []recipe.NICSpec) {
+	byModel := map[int][]string{}
+	var rest []string
+	for _, n := range inv.NICs {
+		if n.Firmware == "" {
+			continue
+		}
+		i := slices.IndexFunc(specs, func(s recipe.NICSpec) bool { return s.Firmware != "" && s.Model != "" && contains(n.Model, s.Model) })
+		if i < 0 {
+			rest = append(rest, n.Firmware)
+			continue
+		}
+		byModel[i] = append(byModel[i], n.Firmware)
+	}
+	for i, s := range specs {
+		if s.Firmware != "" {
+			fs.pin(f, "nic", "NIC "+s.Model, s.Firmware, byModel[i])
+		}
+	}
+	if len(rest) == 0 && len(byModel) == 0 {
+		rest = firmwareEntries(inv, "NIC")
+	}
+	fs.pin(f, "nic", "NIC", f.NIC, rest)
 }
 
 // power checks that the working PSUs, less the redundancy reserve and the

@@ -177,6 +177,26 @@ func TestCheck(t *testing.T) {
 				{Warning, "firmware BMC", "BMC firmware not at the pinned version (policy warn)", "1.9", "1.8", ""},
 				{Warning, "firmware GPU", "GPU firmware not at the pinned version (policy warn)", "96.00.74.00.01", "96.00.61.00.01", ""}},
 		},
+		"NICs of two models, each at its own pin": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Hardware.NICs = append(r.Hardware.NICs, recipe.NICSpec{Model: "ConnectX-6 Lx", Count: 1, Role: "management", Firmware: "26.36.1010"})
+				i.NICs = append(i.NICs, machine.NIC{Name: "m0", Model: "ConnectX-6 Lx", SpeedMbps: 25000, Firmware: "26.36.1010"})
+			},
+		},
+		"a NIC off its model's pin": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Hardware.NICs = append(r.Hardware.NICs, recipe.NICSpec{Model: "ConnectX-6 Lx", Count: 1, Role: "management", Firmware: "26.36.1010"})
+				i.NICs = append(i.NICs, machine.NIC{Name: "m0", Model: "ConnectX-6 Lx", SpeedMbps: 25000, Firmware: "26.35.1012"})
+			},
+			want: []Finding{{Critical, "firmware NIC ConnectX-6 Lx", "NIC ConnectX-6 Lx firmware not at the pinned version (policy block)", "26.36.1010", "26.35.1012", ""}},
+		},
+		"a second NIC model without its own pin is held to firmware.nic": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Hardware.NICs = append(r.Hardware.NICs, recipe.NICSpec{Model: "ConnectX-6 Lx", Count: 1, Role: "management"})
+				i.NICs = append(i.NICs, machine.NIC{Name: "m0", Model: "ConnectX-6 Lx", SpeedMbps: 25000, Firmware: "26.36.1010"})
+			},
+			want: []Finding{{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "26.36.1010", ""}},
+		},
 		"BMC version unknown": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
 			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},

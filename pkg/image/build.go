@@ -109,7 +109,8 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 
 // buildPieces makes the lab-style image: the Debian kernel package's
 // kernel and an initramfs holding the image's files (busybox and an init
-// script) plus the boot modules; the root partition holds its identity.
+// script) plus the boot modules; the root partition holds its identity and
+// the root programs with their libraries.
 func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, work string) (*bootPieces, error) {
 	k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))
 	if err != nil {
@@ -139,6 +140,9 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, wor
 	}
 	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version}
 	if err := writeIdentity(p.root, s, r.epoch); err != nil {
+		return nil, err
+	}
+	if err := addPrograms(p.root, s.RootPrograms, r.epoch); err != nil {
 		return nil, err
 	}
 	osrel, _ := os.ReadFile(filepath.Join(p.root, "etc", "os-release"))
@@ -308,6 +312,19 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 			return "", err
 		}
 		fmt.Fprintf(h, "%s %x\n", f.Path, sha256.Sum256(b))
+	}
+	for _, prog := range s.RootPrograms {
+		files, err := ProgramFiles(prog)
+		if err != nil {
+			return "", err
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "program %s %s %x\n", prog, f, sha256.Sum256(b))
+		}
 	}
 	if s.Base.Kind == "pieces" {
 		k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))

@@ -25,15 +25,19 @@ const FileName = "image.yaml"
 
 // Spec is one image.yaml.
 type Spec struct {
-	Name       string            `yaml:"name"`
-	Version    string            `yaml:"version"`
-	Base       Base              `yaml:"base"`
-	Packages   map[string]string `yaml:"packages"`
-	Files      []File            `yaml:"files"`
-	FirstBoot  []Unit            `yaml:"first_boot"`
-	Boot       Boot              `yaml:"boot"`
-	Partitions Partitions        `yaml:"partitions"`
-	Build      BuildOptions      `yaml:"build"`
+	Name     string            `yaml:"name"`
+	Version  string            `yaml:"version"`
+	Base     Base              `yaml:"base"`
+	Packages map[string]string `yaml:"packages"`
+	Files    []File            `yaml:"files"`
+	// RootPrograms are host programs copied into the root partition with
+	// every shared library they load (pieces only): the installed system's
+	// own tools, such as the burn-in's stress-ng, fio and iperf3.
+	RootPrograms []string     `yaml:"root_programs"`
+	FirstBoot    []Unit       `yaml:"first_boot"`
+	Boot         Boot         `yaml:"boot"`
+	Partitions   Partitions   `yaml:"partitions"`
+	Build        BuildOptions `yaml:"build"`
 
 	// Dir is the image folder (set by Load); sources are relative to it.
 	Dir string `yaml:"-"`
@@ -169,6 +173,17 @@ func (s *Spec) validate() error {
 		if len(s.Packages) > 0 {
 			bad("packages", "a pieces image installs no packages (kind: debian does)")
 		}
+	}
+	if len(s.RootPrograms) > 0 && s.Base.Kind != "pieces" {
+		bad("root_programs", "only a pieces image copies host programs (a debian image installs their packages)")
+	}
+	for i, p := range s.RootPrograms {
+		if p == "" || strings.ContainsAny(p, " \t\n") || (strings.Contains(p, "/") && !filepath.IsAbs(p)) {
+			bad(fmt.Sprintf("root_programs[%d]", i), "%q: expected a program name on the build host's PATH or an absolute path", p)
+		}
+	}
+	switch s.Base.Kind {
+	case "debian", "pieces":
 	default:
 		bad("base.kind", "%q: expected debian or pieces", s.Base.Kind)
 	}
@@ -188,8 +203,8 @@ func (s *Spec) validate() error {
 		if (f.Content == "") == (f.Source == "") {
 			bad(field, "expected exactly one of content and source")
 		}
-		if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && (filepath.IsAbs(f.Source) || strings.HasPrefix(filepath.Clean(f.Source), "..")) {
-			bad(field+".source", "%q: expected a path inside the image folder or host:/ABSOLUTE", f.Source)
+		if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && !insideImages(f.Source) {
+			bad(field+".source", "%q: expected a path inside the image folder, in a sibling image's folder (../lab/init), or host:/ABSOLUTE", f.Source)
 		}
 		if _, err := f.Perm(); err != nil {
 			bad(field+".mode", "%v", err)
@@ -218,6 +233,20 @@ func (s *Spec) validate() error {
 		bad("build.source_date_epoch", "%d: expected seconds since 1970", s.Build.SourceDateEpoch)
 	}
 	return errors.Join(errs...)
+}
+
+// insideImages reports whether a source path relative to an image folder
+// stays inside the images/ folder that holds it: a file of the image or of
+// a sibling image (images share their init this way).
+func insideImages(src string) bool {
+	if filepath.IsAbs(src) {
+		return false
+	}
+	c := filepath.Clean(src)
+	if rest, ok := strings.CutPrefix(c, "../"); ok {
+		return rest != "" && !strings.HasPrefix(rest, "..") && strings.Contains(rest, "/")
+	}
+	return c != ".." && !strings.HasPrefix(c, "../")
 }
 
 // Layout returns the partition sizes, each a whole number of MiB.

@@ -45,6 +45,10 @@ func TestParseErrors(t *testing.T) {
 		{"relative path", strings.Replace(goodYAML, "path: /init", "path: init", 1), `files[0].path: "init": expected a clean absolute path`},
 		{"both content and source", strings.Replace(goodYAML, `content: "x"`, `content: "x", source: y`, 1), "files[0]: expected exactly one of content and source"},
 		{"source escapes", strings.Replace(goodYAML, `content: "x"`, `source: ../../etc/shadow`, 1), `files[0].source: "../../etc/shadow"`},
+		{"source is a file of images/", strings.Replace(goodYAML, `content: "x"`, `source: ../README.md`, 1), `files[0].source: "../README.md"`},
+		{"source leaves images/ through a sibling", strings.Replace(goodYAML, `content: "x"`, `source: ../lab/../../go.mod`, 1), `files[0].source: "../lab/../../go.mod"`},
+		{"root programs on a debian image", strings.Replace(goodYAML, "kind: pieces", "kind: debian, release: bookworm", 1) + "packages: {fio: 3.33-3}\nroot_programs: [fio]\n", "root_programs: only a pieces image"},
+		{"root program relative path", goodYAML + "root_programs: [bin/fio]\n", `root_programs[0]: "bin/fio"`},
 		{"bad name", strings.Replace(goodYAML, "name: t", "name: T!", 1), `name: "T!"`},
 		{"missing version", strings.Replace(goodYAML, `version: "1"`, "", 1), `version: ""`},
 		{"pieces with packages", goodYAML + "packages: {curl: 7.88.1-10}\n", "packages: a pieces image installs no packages"},
@@ -63,8 +67,10 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse("img.yaml", []byte(goodYAML)); err != nil {
-		t.Errorf("Parse(good) = %v", err)
+	for _, ok := range []string{goodYAML, strings.Replace(goodYAML, `content: "x"`, `source: ../lab/init`, 1) + "root_programs: [fio, /usr/bin/iperf3]\n"} {
+		if _, err := Parse("img.yaml", []byte(ok)); err != nil {
+			t.Errorf("Parse(%q) = %v", ok, err)
+		}
 	}
 }
 

@@ -15,7 +15,8 @@ type Pins struct {
 	KernelSHA256 string `json:"kernel_sha256"`
 	Initrd       string `json:"initrd"`
 	InitrdSHA256 string `json:"initrd_sha256"`
-	Image        string `json:"image"` // raw.zst
+	ImageName    string `json:"image_name"` // the folder of images/ the recipe installs
+	Image        string `json:"image"`      // raw.zst
 	ImageSHA256  string `json:"image_sha256"`
 	ImageRaw     string `json:"image_raw"`
 	RawSHA256    string `json:"raw_sha256"`
@@ -28,7 +29,7 @@ func cacheDir(cfg Config) string { return initramfs.CacheDir(cfg.Getenv) }
 // initramfs and the lab image. Every lab and end-to-end test on a machine
 // shares one build: the initramfs is cached by a digest of its inputs and
 // the image build by a digest of its definition.
-func buildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
+func buildArtifacts(ctx context.Context, cfg Config, imageName string) (*Pins, error) {
 	cache := cacheDir(cfg)
 	k, err := initramfs.FetchKernel(ctx, cache, "auto")
 	if err != nil {
@@ -43,15 +44,15 @@ func buildArtifacts(ctx context.Context, cfg Config) (*Pins, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab initramfs: %w", err)
 	}
-	is, err := image.Load(filepath.Join(cfg.RepoRoot, "images", "lab"))
+	is, err := image.Load(filepath.Join(cfg.RepoRoot, "images", imageName))
 	if err != nil {
 		return nil, err
 	}
 	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, KernelDeb: k.Root})
 	if err != nil {
-		return nil, fmt.Errorf("lab image: %w", err)
+		return nil, fmt.Errorf("lab image %s: %w", imageName, err)
 	}
-	return &Pins{
+	return &Pins{ImageName: imageName,
 		Kernel: out.Vmlinuz, KernelSHA256: out.VmlinuzSHA256, Initrd: out.Initrd, InitrdSHA256: out.InitrdSHA256,
 		Image: res.Zst, ImageSHA256: res.ZstSHA256, ImageRaw: res.Raw, RawSHA256: res.RawSHA256, RawSize: res.RawSize,
 	}, nil

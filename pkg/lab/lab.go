@@ -83,6 +83,7 @@ type State struct {
 // Lab is a running lab.
 type Lab struct {
 	cfg   Config
+	hw    hardware
 	ns    *netns.NS
 	State State
 	HTTP  *http.Client // dials inside the namespace
@@ -139,7 +140,12 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	l.State = State{Dir: cfg.Dir, Accel: Accel(cfg.Getenv), Recipe: cfg.Recipe, Binary: cfg.Binary,
 		ServerURL: fmt.Sprintf("http://%s:%d", ServerIP, httpPort)}
 	fmt.Fprintf(cfg.Out, "lab: building kernel, agent initramfs and the lab image (cached in %s)\n", cacheDir(cfg))
-	pins, err := buildArtifacts(ctx, cfg)
+	hw, err := recipeHardware(cfg.RepoRoot, cfg.Recipe)
+	if err != nil {
+		return nil, err
+	}
+	l.hw = hw
+	pins, err := buildArtifacts(ctx, cfg, hw.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +182,10 @@ func (l *Lab) network(ctx context.Context) error {
 			Vars:    filepath.Join(l.cfg.Dir, "vms", name, "OVMF_VARS.fd"),
 			BMCPort: bmcPort0 + i, MemMiB: l.cfg.MemMiB,
 		}
-		if err := vm.prepare(l.cfg.DiskBytes); err != nil {
+		for d := range l.hw.DataDisks {
+			vm.DataDisks = append(vm.DataDisks, filepath.Join(l.cfg.Dir, "vms", name, fmt.Sprintf("data%d.raw", d+1)))
+		}
+		if err := vm.prepare(l.cfg.DiskBytes, l.hw.DataDisks); err != nil {
 			return err
 		}
 		if err := ns.AddTap(ctx, vm.Tap, Bridge); err != nil {

@@ -91,7 +91,7 @@ func (l *Lab) importArtifacts(ctx context.Context, data string) error {
 	}
 	p := l.State.Artifacts
 	for _, f := range []struct{ path, sha, name string }{
-		{p.Kernel, p.KernelSHA256, "agent-vmlinuz"}, {p.Initrd, p.InitrdSHA256, "agent-initrd"}, {p.Image, p.ImageSHA256, "lab.raw.zst"},
+		{p.Kernel, p.KernelSHA256, "agent-vmlinuz"}, {p.Initrd, p.InitrdSHA256, "agent-initrd"}, {p.Image, p.ImageSHA256, p.ImageName + ".raw.zst"},
 	} {
 		ref, err := st.PutFile(ctx, f.path)
 		if err != nil {

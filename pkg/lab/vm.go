@@ -15,9 +15,12 @@ type VM struct {
 	MAC      string `json:"mac"`
 	Tap      string `json:"tap"`
 	Disk     string `json:"disk"`
-	Console  string `json:"console"` // serial console log
-	BMCPort  int    `json:"bmc_port"`
-	MemMiB   int    `json:"mem_mib"`
+	// DataDisks are the VM's other disks (the recipe's non-boot disk
+	// rules), never booted from.
+	DataDisks []string `json:"data_disks,omitempty"`
+	Console   string   `json:"console"` // serial console log
+	BMCPort   int      `json:"bmc_port"`
+	MemMiB    int      `json:"mem_mib"`
 	// FirmwarePXE makes a UEFI VM boot through OVMF's own PXE (no NIC
 	// option ROM), so the TFTP stage (firmware -> snponly.efi -> iPXE) runs.
 	FirmwarePXE bool   `json:"firmware_pxe"`
@@ -57,26 +60,32 @@ func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 		nic += ",romfile="
 	}
 	disk := "virtio-blk-pci,drive=d0"
-	net1 := []string{"-device", nic + ",bootindex=1", "-device", disk + ",bootindex=2"}
-	disk1 := []string{"-device", nic + ",bootindex=2", "-device", disk + ",bootindex=1"}
+	// Data disks come after the boot disk, so the guest names the boot
+	// disk vda (PCI slots follow the order of -device).
+	var data []string
+	for i, d := range v.DataDisks {
+		data = append(data, "-drive", fmt.Sprintf("if=none,id=data%d,format=raw,file=%s", i, d),
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=data%d,serial=ingot-data%d", i, i))
+	}
+	net1 := append([]string{"-device", nic + ",bootindex=1", "-device", disk + ",bootindex=2"}, data...)
+	disk1 := append([]string{"-device", nic + ",bootindex=2", "-device", disk + ",bootindex=1"}, data...)
 	return args, map[string][]string{"Pxe": net1, "UefiHttp": net1, "Hdd": disk1, "": disk1, "None": disk1}
 }
 
-// prepare creates the VM's disk (sparse, zeroed) and OVMF variable store.
-func (v *VM) prepare(diskBytes int64) error {
+// prepare creates the VM's boot disk (sparse, zeroed), its data disks
+// (dataBytes[i] for DataDisks[i], filled with a pattern so a test can tell
+// that a read-only burn-in left them alone) and OVMF variable store.
+func (v *VM) prepare(diskBytes int64, dataBytes []int64) error {
 	if err := os.MkdirAll(filepath.Dir(v.Disk), 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(v.Disk)
-	if err != nil {
-		return fmt.Errorf("creating disk of %s: %w", v.Name, err)
+	if err := makeDisk(v.Disk, diskBytes, false); err != nil {
+		return fmt.Errorf("creating the disk of %s: %w", v.Name, err)
 	}
-	if err := f.Truncate(diskBytes); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
+	for i, d := range v.DataDisks {
+		if err := makeDisk(d, dataBytes[i], true); err != nil {
+			return fmt.Errorf("creating data disk %d of %s: %w", i+1, v.Name, err)
+		}
 	}
 	if v.Firmware == "uefi" {
 		b, err := os.ReadFile(ovmfVars)
@@ -88,6 +97,28 @@ func (v *VM) prepare(diskBytes int64) error {
 		}
 	}
 	return nil
+}
+
+// makeDisk creates a disk file of size bytes: sparse zeroes, or a
+// repeating pattern naming each MiB.
+func makeDisk(path string, size int64, pattern bool) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if pattern {
+		mib := make([]byte, 1<<20)
+		for off := int64(0); off < size && err == nil; off += int64(len(mib)) {
+			copy(mib, fmt.Sprintf("ingot lab data disk, MiB %d\n", off>>20))
+			_, err = f.Write(mib[:min(int64(len(mib)), size-off)])
+		}
+	} else {
+		err = f.Truncate(size)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Accel picks QEMU's accelerator: KVM only where it really works. A

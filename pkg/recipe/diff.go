@@ -323,6 +323,7 @@ func fieldLabel(generic string) (string, bool) {
 		"hardware.nics[*].speed":            "NIC{i} speed",
 		"hardware.nics[*].count":            "NIC{i} count",
 		"hardware.nics[*].role":             "NIC{i} role",
+		"hardware.nics[*].firmware":         "NIC{i} firmware",
 		"hardware.disks[*].boot":            "disk rule{i} boot",
 		"hardware.disks[*].min_size":        "disk rule{i} min size",
 		"hardware.disks[*].max_size":        "disk rule{i} max size",

@@ -163,6 +163,11 @@ func (l *linter) hardware(h *Hardware) {
 			l.bad(p+".min_vram", "expected a positive size, found %s", g.MinVRAM)
 		}
 	}
+	for i, n := range h.NICs {
+		if p := fmt.Sprintf("hardware.nics[%d]", i); n.Firmware != "" && n.Model == "" {
+			l.bad(p+".firmware", "a per-model firmware pin needs hardware.nics[%d].model (pin NICs of every model with firmware.nic)", i)
+		}
+	}
 	if c := h.CPU; c != nil {
 		if _, err := regexp.Compile(c.Model); err != nil {
 			l.bad("hardware.cpu.model", "expected a regular expression: %v", err)

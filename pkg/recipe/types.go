@@ -68,6 +68,10 @@ type NICSpec struct {
 	Speed Speed  `json:"speed,omitempty" doc:"e.g. 400Gbps"`
 	Count int    `json:"count,omitempty" min:"1"`
 	Role  string `json:"role" doc:"management or workload" enum:"management,workload"`
+	// Firmware pins the firmware of the NICs this entry's model matches,
+	// for nodes with NICs of several models (a ConnectX-7 and a
+	// ConnectX-6 Lx run different firmware); firmware.nic pins the rest.
+	Firmware string `json:"firmware,omitempty" doc:"firmware version of the NICs of this model; firmware.nic pins NICs no entry pins; policy key nic"`
 }
 
 // PSUSpec describes the power supplies.
