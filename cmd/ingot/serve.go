@@ -23,7 +23,8 @@ import (
 const serveGCPercent = 400
 
 // runServe runs DHCP, TFTP and HTTP boot (and the API, mounted through
-// serve.Deps.Mount) until SIGTERM or SIGINT. Settings: see pkg/serve.
+// serve.Deps.Mount, and the engine, one of serve's supervised services)
+// until SIGTERM or SIGINT. Settings: see pkg/serve.
 func runServe(ctx context.Context, e *env, args []string) error {
 	cfg, err := serve.Load(args, e.getenv, e.stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -64,23 +65,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- prov.engine.Run(ctx) }()
-	err = serve.Run(ctx, cfg, serve.Deps{
+	return serve.Run(ctx, cfg, serve.Deps{
 		Store:     st,
 		Artifacts: arts,
 		Recipes:   recipes,
 		Tokens:    prov.api,
 		Logger:    log,
 		Mount:     []func(*http.ServeMux){prov.mount},
+		Services:  []serve.Service{serve.ServiceFunc("engine", prov.engine.Run)},
 	})
-	cancel()
-	if eerr := <-engineDone; err == nil {
-		err = eerr
-	}
-	return err
 }
 
 // dhcpInfo tells the engine what serve's DHCP answers for (recipes'

@@ -1,11 +1,9 @@
 package serve
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -188,30 +186,5 @@ func TestResolveServerIP(t *testing.T) {
 		if err != nil || got.String() != tc.want {
 			t.Errorf("%s: got %v, %v; want %s", name, got, err, tc.want)
 		}
-	}
-}
-
-func TestSupervise(t *testing.T) {
-	log := slog.New(slog.DiscardHandler)
-	stopped := make(chan string, 10)
-	waiter := func(name string) service {
-		return service{name, func(ctx context.Context) error { <-ctx.Done(); stopped <- name; return nil }}
-	}
-	boom := service{"boom", func(ctx context.Context) error { return errors.New("bind failed") }}
-	err := supervise(context.Background(), log, []service{waiter("a"), boom, waiter("b")})
-	if err == nil || err.Error() != "boom: bind failed" {
-		t.Fatalf("supervise = %v, want boom: bind failed", err)
-	}
-	if len(stopped) != 2 {
-		t.Fatalf("%d services stopped, want 2", len(stopped))
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	if err := supervise(ctx, log, []service{waiter("a"), waiter("b")}); err != nil {
-		t.Fatalf("graceful stop: %v", err)
-	}
-	quitter := service{"quitter", func(ctx context.Context) error { return nil }}
-	if err := supervise(context.Background(), log, []service{waiter("a"), quitter}); err == nil || !strings.Contains(err.Error(), "unexpectedly") {
-		t.Fatalf("service that stopped on its own: %v", err)
 	}
 }

@@ -9,17 +9,13 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
-	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
-	"github.com/ingot-dev/ingot/pkg/boot/ra"
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -44,6 +40,12 @@ type Deps struct {
 	Mount []func(*http.ServeMux)
 	// Ready, if set, is called once every socket is bound (tests, systemd notify).
 	Ready func(Addrs)
+	// Services are the other long-running parts of the process (the
+	// engine, pollers), run by the same Supervisor as the boot services
+	// once every socket is bound, e.g. serve.ServiceFunc("engine", e.Run).
+	// Each is started again when it stops unless wrapped in Critical; see
+	// Service for the contract.
+	Services []Service
 }
 
 // Addrs are the bound addresses, for Ready.
@@ -60,16 +62,12 @@ func (noTokens) IssueBootCredential(context.Context, *machine.Machine, string, n
 	return "", errors.New("this server has no API to issue machine credentials")
 }
 
-// service is one supervised part of the process.
-type service struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
 // Run builds every enabled service from cfg, binds their sockets (so
-// configuration and bind errors surface before anything serves), then
-// serves until ctx ends (SIGTERM in cmd/ingot) or one service fails, and
-// shuts all of them down gracefully.
+// configuration and bind errors surface before anything serves), then runs
+// them and d.Services under one Supervisor until ctx ends (SIGTERM in
+// cmd/ingot) or a service stops the process (see Supervisor), and shuts
+// all of them down gracefully. The listeners bound here (DHCP, TFTP, HTTP)
+// are Critical: their sockets cannot safely be bound again.
 func Run(ctx context.Context, cfg Config, d Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -110,7 +108,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		d.Logger.Warn("no boot files directory: /boot/ is not served", "err", err)
 		bootDirs = nil
 	}
-	var services []service
+	var services []Service
 	addrs := Addrs{HTTP: httpLn.Addr(), ServerIP: serverIP}
 
 	dsvc, err := newDHCP(cfg, d, serverIP, publicURL)
@@ -118,10 +116,10 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return err
 	}
 	if dsvc != nil {
-		services = append(services, *dsvc)
+		services = append(services, dsvc)
 	}
 	if rsvc := newRA(cfg, d); rsvc != nil {
-		services = append(services, *rsvc)
+		services = append(services, rsvc)
 	}
 	if cfg.TFTP {
 		t, err := tftp.New(tftp.Config{
@@ -138,7 +136,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		if addrs.TFTP, err = t.Listen(); err != nil {
 			return err
 		}
-		services = append(services, service{"tftp", t.Serve})
+		services = append(services, Critical(ServiceFunc("tftp", t.Serve)))
 	}
 	hb, err := httpboot.New(httpboot.Config{
 		ServerURL:  publicURL,
@@ -161,127 +159,17 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	for _, m := range d.Mount {
 		m(mux)
 	}
-	services = append(services, service{"http", httpService(httpLn, mux, d.Logger)})
+	services = append(services, Critical(ServiceFunc("http", httpService(httpLn, mux, d.Logger))))
+	services = append(services, d.Services...)
 
 	d.Logger.Info("ingot serving", "interface", cfg.Interface, "server_ip", serverIP, "http", httpLn.Addr().String(),
 		"public_url", publicURL, "dhcp", cfg.DHCP, "tftp", cfg.TFTP)
 	if d.Ready != nil {
 		d.Ready(addrs)
 	}
-	err = supervise(ctx, d.Logger, services)
+	err = Supervisor{Services: services, Logger: d.Logger}.Run(ctx)
 	d.Logger.Info("ingot stopped", "err", err)
 	return err
-}
-
-// newDHCP builds the DHCP service; nil when DHCP is off.
-func newDHCP(cfg Config, d Deps, serverIP netip.Addr, publicURL string) (*service, error) {
-	if cfg.DHCP == "off" {
-		return nil, nil
-	}
-	var pools []dhcp.Pool
-	for _, s := range cfg.Pools {
-		p, err := dhcp.ParsePool(s)
-		if err != nil {
-			return nil, err
-		}
-		pools = append(pools, p)
-	}
-	srv, err := dhcp.NewServer(dhcp.Config{
-		Interface:  cfg.Interface,
-		ServerIP:   serverIP,
-		Mode:       cfg.DHCP,
-		Pools:      pools,
-		HTTPBase:   publicURL,
-		Unknown:    cfg.Unknown,
-		LeaseTime:  cfg.LeaseTime,
-		Store:      d.Store,
-		Logger:     d.Logger.With("service", "dhcp"),
-		Registerer: d.Registry,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := srv.Listen(); err != nil {
-		return nil, err
-	}
-	return &service{"dhcp", srv.Serve}, nil
-}
-
-// newRA builds the router advertisement responder on the boot interface.
-// It is an optimisation (iPXE boots ~14 s faster), so a host without IPv6
-// or raw sockets runs without it, with a warning.
-func newRA(cfg Config, d Deps) *service {
-	if !cfg.RA || cfg.Interface == "" {
-		return nil
-	}
-	var prefix netip.Prefix
-	if cfg.RAPrefix != "" {
-		p, err := netip.ParsePrefix(cfg.RAPrefix)
-		if err != nil {
-			d.Logger.Warn("no router advertisements: --ra-prefix", "err", err)
-			return nil
-		}
-		prefix = p
-	}
-	r, err := ra.New(ra.Config{Interface: cfg.Interface, Prefix: prefix, Logger: d.Logger.With("service", "ra")})
-	if err == nil {
-		err = r.Listen()
-	}
-	if err != nil {
-		d.Logger.Warn("no router advertisements: iPXE will wait ~14 s for IPv6 before booting", "err", err)
-		return nil
-	}
-	return &service{"ra", r.Serve}
-}
-
-// httpService serves mux on ln until ctx ends, then drains for up to 10s.
-func httpService(ln net.Listener, h http.Handler, log *slog.Logger) func(context.Context) error {
-	return func(ctx context.Context) error {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		done := make(chan error, 1)
-		stop := context.AfterFunc(ctx, func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			done <- srv.Shutdown(sctx)
-		})
-		defer stop()
-		err := srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			return <-done
-		}
-		return err
-	}
-}
-
-// supervise runs every service until ctx ends or one of them fails (or
-// stops on its own), then cancels the rest and waits for all.
-func supervise(ctx context.Context, log *slog.Logger, services []service) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	for _, s := range services {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.run(ctx)
-			if err == nil && ctx.Err() == nil {
-				err = errors.New("stopped unexpectedly")
-			}
-			if err != nil {
-				once.Do(func() { first = fmt.Errorf("%s: %w", s.name, err) })
-				log.Error("service failed; stopping the others", "service", s.name, "err", err)
-				cancel()
-				return
-			}
-			log.Info("service stopped", "service", s.name)
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // defaultPublicURL is http://SERVER-IP:PORT, or loopback when no boot

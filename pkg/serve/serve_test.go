@@ -15,33 +15,41 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// TestRunHTTPOnly runs the whole wiring with DHCP and TFTP off on loopback:
-// the boot routes and a mounted extra route answer, and cancelling the
-// context stops Run cleanly.
-func TestRunHTTPOnly(t *testing.T) {
+// httpOnly is a configuration with DHCP and TFTP off, HTTP on a free
+// loopback port, and a store and artifacts in a temporary folder.
+func httpOnly(t *testing.T) (Config, Deps) {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(filepath.Join(dir, "ingot.db"), store.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	arts, _ := artifact.Open(filepath.Join(dir, "artifacts"))
+	t.Cleanup(func() { st.Close() })
+	arts, err := artifact.Open(filepath.Join(dir, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := Defaults()
 	cfg.Data, cfg.DHCP, cfg.TFTP, cfg.HTTPAddr = dir, "off", false, "127.0.0.1:0"
 	cfg.BootDir, cfg.IPXEDir = filepath.Join(dir, "boot"), filepath.Join(dir, "ipxe")
+	return cfg, Deps{Store: st, Artifacts: arts,
+		Recipes: func(n string) (*recipe.Recipe, error) { return nil, store.ErrNotFound }}
+}
+
+// TestRunHTTPOnly runs the whole wiring with DHCP and TFTP off on loopback:
+// the boot routes and a mounted extra route answer, and cancelling the
+// context stops Run cleanly.
+func TestRunHTTPOnly(t *testing.T) {
+	cfg, d := httpOnly(t)
+	st := d.Store
 	ready := make(chan Addrs, 1)
+	d.Mount = []func(*http.ServeMux){func(m *http.ServeMux) {
+		m.HandleFunc("GET /api/v1/ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
+	}}
+	d.Ready = func(a Addrs) { ready <- a }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, Deps{
-			Store: st, Artifacts: arts,
-			Recipes: func(n string) (*recipe.Recipe, error) { return nil, store.ErrNotFound },
-			Mount: []func(*http.ServeMux){func(m *http.ServeMux) {
-				m.HandleFunc("GET /api/v1/ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
-			}},
-			Ready: func(a Addrs) { ready <- a },
-		})
-	}()
+	go func() { done <- Run(ctx, cfg, d) }()
 	var addrs Addrs
 	select {
 	case addrs = <-ready:
