@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/credential"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 const bmcUsage = `Usage: ingot bmc COMMAND --endpoint URL (--user U --password-file F | --cred REF) [flags]
@@ -178,7 +178,7 @@ func runBMCInventory(ctx context.Context, e *env, args []string) error {
 			}
 			fmt.Fprintf(e.stdout, "BMC %s\n", c.Endpoint())
 			var buf bytes.Buffer
-			if err := writeInventorySummary(&buf, &store.Snapshot{Taken: inv.Taken, Inventory: inv}); err != nil {
+			if err := writeInventorySummary(&buf, &wire.Snapshot{Taken: inv.Taken, Inventory: inv}); err != nil {
 				return err
 			}
 			_, rest, _ := strings.Cut(buf.String(), "\n") // the summary's first line numbers a stored snapshot

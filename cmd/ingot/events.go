@@ -14,41 +14,32 @@ import (
 // --since SEQ, oldest first.
 func runEvents(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("events", "events NODE [--since SEQ] [-n N]")
-	sf := addStoreCLIFlags(fs)
+	af := addAPIFlags(fs)
 	since := fs.Uint64("since", 0, "only events after this sequence number (then -n counts from there)")
 	n := fs.Int("n", 20, "how many events; 0 = all")
-	node, err := parseNode(e, fs, sf, "events", args)
+	node, c, err := parseNode(e, fs, af, "events", args)
 	if err != nil {
 		return helpOK(err)
 	}
 	if *n < 0 {
 		return fmt.Errorf("events: -n %d: expected a count >= 0", *n)
 	}
-	st, m, err := sf.openMachine(ctx, node)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	var evs []machine.Event
 	if *since > 0 || *n == 0 {
-		evs, err = st.Events(ctx, m.ID, *since, *n)
+		evs, err = c.Events(ctx, node, *since, *n)
 	} else {
-		evs, err = st.LastEvents(ctx, m.ID, *n)
+		evs, err = c.LastEvents(ctx, node, *n)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("events: %w", err)
 	}
-	if sf.output == "json" {
-		if evs == nil {
-			evs = []machine.Event{}
+	return e.render(af.output, evs, func() error {
+		if len(evs) == 0 {
+			fmt.Fprintf(e.stdout, "no events for %s\n", node)
+			return nil
 		}
-		return e.printJSON(evs)
-	}
-	if len(evs) == 0 {
-		fmt.Fprintf(e.stdout, "no events for %s\n", m.Name)
-		return nil
-	}
-	return writeEvents(e.stdout, evs)
+		return writeEvents(e.stdout, evs)
+	})
 }
 
 // writeEvents prints events as a table.

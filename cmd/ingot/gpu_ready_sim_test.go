@@ -20,10 +20,10 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/agent/checks"
 	"github.com/ingot-dev/ingot/pkg/api"
-	"github.com/ingot-dev/ingot/pkg/apiserver"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/burnin"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -201,7 +201,7 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	go prov.engine.Run(ctx)
 	srv := httptest.NewServer(prov.api.Handler())
 	t.Cleanup(srv.Close)
-	op, _, err := apiserver.CreateOperatorToken(ctx, st, "alice", 0, time.Now())
+	op, _, err := fleet.CreateToken(ctx, st, "alice", fleet.ScopeOperator, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/drift"
 	"github.com/ingot-dev/ingot/pkg/engine"
@@ -167,7 +167,7 @@ func TestGPUReady(t *testing.T) {
 	for _, s := range setups {
 		n := l.enrol(ctx, s.spec.index, s.root, s.spec, s.os, s.recipe)
 		for _, check := range cases[s.name].waive {
-			req := apiserver.WaiverRequest{Check: check, Reason: "INFRA-1234: " + s.name}
+			req := wire.WaiverRequest{Check: check, Reason: "INFRA-1234: " + s.name}
 			if code, err := l.call(ctx, l.op, "POST", "/api/v1/machines/"+n.id+"/waivers", req, nil); code != http.StatusCreated {
 				t.Fatalf("%s: waiving %s: %d %v", s.name, check, code, err)
 			}
@@ -258,12 +258,12 @@ func hgxSlowWorkloadNICs(s *hgxSpec) {
 // operator's `ingot reimage` does, and returns the job ID of each node.
 func (l *hgxLab) reimage(ctx context.Context, nodes map[string]*hgxNode) map[string]string {
 	t := l.t
-	req := apiserver.ReimageRequest{Reason: "acceptance of the GPU recipes"}
+	req := wire.ReimageRequest{Reason: "acceptance of the GPU recipes"}
 	for _, n := range nodes {
 		req.Machines = append(req.Machines, n.name)
 	}
 	sort.Strings(req.Machines)
-	var res []apiserver.ReimageResult
+	var res []wire.ReimageResult
 	if code, err := l.call(ctx, l.op, "POST", "/api/v1/reimage", req, &res); code != http.StatusAccepted {
 		t.Fatalf("reimage: %d %v", code, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/image"
 	"github.com/ingot-dev/ingot/pkg/initramfs"
 )
@@ -27,7 +26,7 @@ func runImage(ctx context.Context, e *env, args []string) error {
 	case "import":
 		return runImageImport(ctx, e, args[1:])
 	case "ls":
-		return runImageLs(e, args[1:])
+		return runImageLs(ctx, e, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "ingot image: unknown subcommand %q (expected build, import or ls)\n", args[0])
 	return errUsage
@@ -132,29 +131,27 @@ func runImageImport(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-func runImageLs(e *env, args []string) error {
-	fs := e.flagSet("image ls", "image ls [--data DIR]")
-	data := fs.String("data", defaultDataDir, "content store folder")
-	format := fs.String("o", "table", "output format: table or json")
+func runImageLs(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("image ls", "image ls [--server URL]")
+	af := addAPIFlags(fs)
 	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
 		return err
 	}
-	st, err := artifact.Open(*data)
+	c, err := af.client(e)
 	if err != nil {
-		return err
+		return fmt.Errorf("image ls: %w", err)
 	}
-	imgs, err := image.List(st)
+	imgs, err := c.Images(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("image ls: %w", err)
 	}
-	if *format == "json" {
-		return e.printJSON(imgs)
-	}
-	fmt.Fprintf(e.stdout, "%-30s %-64s %12s\n", "NAME", "SHA256", "SIZE")
-	for _, im := range imgs {
-		fmt.Fprintf(e.stdout, "%-30s %-64s %12d\n", strings.TrimSpace(im.Name), im.SHA256, im.Size)
-	}
-	return nil
+	return e.render(af.output, imgs, func() error {
+		t := newCLITable(e.stdout, "NAME", "SHA256", "SIZE")
+		for _, im := range imgs {
+			t.row(strings.TrimSpace(im.Name), im.SHA256, fmt.Sprint(im.Size))
+		}
+		return t.flush()
+	})
 }
 
 // flagsFirst moves positional arguments after the flags, so

@@ -23,7 +23,8 @@ func imageCLI(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestImageImportAndLs(t *testing.T) {
-	data := t.TempDir()
+	srv := startServe(t, recipesDir(t, nil))
+	data := filepath.Join(srv.data, "artifacts") // the running server's content store
 	img := filepath.Join(t.TempDir(), "lab.raw.zst")
 	os.WriteFile(img, []byte("not really zstd, but bytes to store"), 0o644)
 	out, errs, err := imageCLI(t, "image", "import", img, "--data", data)
@@ -37,7 +38,7 @@ func TestImageImportAndLs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(data, "sha256", fields[0])); err != nil {
 		t.Errorf("imported image not in the content store: %v", err)
 	}
-	out, _, err = imageCLI(t, "image", "ls", "--data", data)
+	out, _, err = imageCLI(t, "image", "ls") // asks the server
 	if err != nil || !strings.Contains(out, "lab.raw.zst") || !strings.Contains(out, fields[0]) || !strings.Contains(out, " 35\n") {
 		t.Errorf("image ls = %q, %v", out, err)
 	}

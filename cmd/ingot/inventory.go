@@ -8,8 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 const inventoryUsage = `Usage: ingot inventory show NODE [--history] [--diff [A B]]
@@ -19,7 +20,7 @@ const inventoryUsage = `Usage: ingot inventory show NODE [--history] [--diff [A 
   show NODE --diff      what changed from the previous snapshot to the latest
   show NODE --diff A B  what changed from snapshot A to snapshot B (sequence numbers)
 
-Flags: --db PATH (INGOT_DB), -o table|json.
+Flags: --server, --token-file, --context (see 'ingot config'), -o table|json|yaml.
 `
 
 // runInventory dispatches `ingot inventory show`.
@@ -36,15 +37,12 @@ func runInventory(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	fs := e.flagSet("inventory show", "inventory show NODE [--history] [--diff [A B]]")
-	sf := addStoreCLIFlags(fs)
+	af := addAPIFlags(fs)
 	history := fs.Bool("history", false, "list every kept snapshot")
 	diff := fs.Bool("diff", false, "show changes between two snapshots: A B, or the previous and the latest")
 	pos, err := parseWithArgs(e, fs, args[1:])
 	if err != nil {
 		return helpOK(err)
-	}
-	if err := sf.check(); err != nil {
-		return fmt.Errorf("inventory show: %w", err)
 	}
 	switch {
 	case *history && *diff:
@@ -57,119 +55,76 @@ func runInventory(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("inventory show: %w", err)
 		}
 	}
-	var seqs []uint64
+	seqs := make([]uint64, 2)
 	for i, name := range []string{"A", "B"} {
 		if len(pos) == 3 {
 			v, err := strconv.ParseUint(pos[1+i], 10, 64)
 			if err != nil || v == 0 {
 				return fmt.Errorf("inventory show --diff: %s %q: expected a snapshot sequence number (see --history)", name, pos[1+i])
 			}
-			seqs = append(seqs, v)
+			seqs[i] = v
 		}
 	}
-	st, err := sf.open(false)
+	c, err := af.client(e)
 	if err != nil {
-		return err
-	}
-	defer st.Close()
-	m, err := st.GetMachine(ctx, pos[0])
-	if err != nil {
-		return err
+		return fmt.Errorf("inventory show: %w", err)
 	}
 	switch {
 	case *history:
-		return inventoryHistory(ctx, e, st, m, sf.output)
+		return inventoryHistory(ctx, e, c, pos[0], af.output)
 	case *diff:
-		return inventoryDiff(ctx, e, st, m, seqs, sf.output)
+		return inventoryDiff(ctx, e, c, pos[0], seqs, af.output)
 	}
-	snap, err := st.Inventory(ctx, m.ID, 0)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("machine %s has no inventory yet (run: ingot machine inspect %s)", m.Name, m.Name)
-	}
+	snap, err := c.Inventory(ctx, pos[0], 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("inventory show: %w", err)
 	}
-	if sf.output == "json" {
-		return e.printJSON(snap)
-	}
-	return writeInventorySummary(e.stdout, snap)
+	return e.render(af.output, snap, func() error { return writeInventorySummary(e.stdout, snap) })
 }
 
-func inventoryHistory(ctx context.Context, e *env, st *store.Bolt, m *machine.Machine, output string) error {
-	snaps, err := st.Inventories(ctx, m.ID)
+func inventoryHistory(ctx context.Context, e *env, c *client.Client, node, output string) error {
+	snaps, err := c.History(ctx, node)
 	if err != nil {
-		return err
+		return fmt.Errorf("inventory show --history: %w", err)
 	}
-	if output == "json" {
-		if snaps == nil {
-			snaps = []store.Snapshot{}
+	return e.render(output, snaps, func() error {
+		if len(snaps) == 0 {
+			fmt.Fprintf(e.stdout, "no inventory for %s\n", node)
+			return nil
 		}
-		return e.printJSON(snaps)
-	}
-	if len(snaps) == 0 {
-		fmt.Fprintf(e.stdout, "no inventory for %s\n", m.Name)
-		return nil
-	}
-	t := newCLITable(e.stdout, "SEQ", "TAKEN", "SOURCE", "CPUS", "MEMORY", "DIMMS", "GPUS", "DISKS", "PSUS", "PROBLEMS")
-	for _, s := range snaps {
-		inv := s.Inventory
-		t.row(fmt.Sprint(s.Seq), tableTime(s.Taken), inv.Source, fmt.Sprint(len(inv.CPUs)), invMemory(inv.DIMMs),
-			fmt.Sprint(len(inv.DIMMs)), fmt.Sprint(len(inv.GPUs)), fmt.Sprint(len(inv.Disks)), fmt.Sprint(len(inv.PSUs)),
-			fmt.Sprint(len(inv.Problems)))
-	}
-	return t.flush()
+		t := newCLITable(e.stdout, "SEQ", "TAKEN", "SOURCE", "CPUS", "MEMORY", "DIMMS", "GPUS", "DISKS", "PSUS", "PROBLEMS")
+		for _, s := range snaps {
+			inv := s.Inventory
+			t.row(fmt.Sprint(s.Seq), tableTime(s.Taken), inv.Source, fmt.Sprint(len(inv.CPUs)), invMemory(inv.DIMMs),
+				fmt.Sprint(len(inv.DIMMs)), fmt.Sprint(len(inv.GPUs)), fmt.Sprint(len(inv.Disks)), fmt.Sprint(len(inv.PSUs)),
+				fmt.Sprint(len(inv.Problems)))
+		}
+		return t.flush()
+	})
 }
 
-// inventoryDiffView is `inventory show --diff -o json`.
-type inventoryDiffView struct {
-	Machine string           `json:"machine"`
-	From    uint64           `json:"from"`
-	To      uint64           `json:"to"`
-	Changes []machine.Change `json:"changes"`
-}
-
-func inventoryDiff(ctx context.Context, e *env, st *store.Bolt, m *machine.Machine, seqs []uint64, output string) error {
-	var a, b *store.Snapshot
-	if len(seqs) == 2 {
-		var err error
-		if a, err = st.Inventory(ctx, m.ID, seqs[0]); err != nil {
-			return fmt.Errorf("inventory show --diff: snapshot A: %w (see --history)", err)
-		}
-		if b, err = st.Inventory(ctx, m.ID, seqs[1]); err != nil {
-			return fmt.Errorf("inventory show --diff: snapshot B: %w (see --history)", err)
-		}
-	} else {
-		snaps, err := st.Inventories(ctx, m.ID)
-		if err != nil {
-			return err
-		}
-		if len(snaps) < 2 {
-			return fmt.Errorf("inventory show --diff: machine %s has %d snapshot(s); expected two to compare", m.Name, len(snaps))
-		}
-		a, b = &snaps[len(snaps)-2], &snaps[len(snaps)-1]
+func inventoryDiff(ctx context.Context, e *env, c *client.Client, node string, seqs []uint64, output string) error {
+	d, err := c.Diff(ctx, node, seqs[0], seqs[1])
+	if err != nil {
+		return fmt.Errorf("inventory show --diff: %w", err)
 	}
-	changes := machine.DiffInventory(a.Inventory, b.Inventory)
-	if output == "json" {
-		if changes == nil {
-			changes = []machine.Change{}
+	return e.render(output, d, func() error {
+		fmt.Fprintf(e.stdout, "%s: snapshot %d (%s) -> %d (%s): %d change(s)\n", d.Machine, d.From.Seq, tableTime(d.From.Taken),
+			d.To.Seq, tableTime(d.To.Taken), len(d.Changes))
+		if len(d.Changes) == 0 {
+			return nil
 		}
-		return e.printJSON(inventoryDiffView{Machine: m.ID, From: a.Seq, To: b.Seq, Changes: changes})
-	}
-	fmt.Fprintf(e.stdout, "%s: snapshot %d (%s) -> %d (%s): %d change(s)\n", m.Name, a.Seq, tableTime(a.Taken),
-		b.Seq, tableTime(b.Taken), len(changes))
-	if len(changes) == 0 {
-		return nil
-	}
-	t := newCLITable(e.stdout, "PATH", "FROM", "TO")
-	for _, c := range changes {
-		t.row(c.Path, c.From, c.To)
-	}
-	return t.flush()
+		t := newCLITable(e.stdout, "PATH", "FROM", "TO")
+		for _, ch := range d.Changes {
+			t.row(ch.Path, ch.From, ch.To)
+		}
+		return t.flush()
+	})
 }
 
 // writeInventorySummary prints one snapshot for people: a header, then a
 // section per kind of part.
-func writeInventorySummary(w io.Writer, s *store.Snapshot) error {
+func writeInventorySummary(w io.Writer, s *wire.Snapshot) error {
 	inv := s.Inventory
 	sys := inv.System
 	fmt.Fprintf(w, "Snapshot %d from %s, taken %s\n", s.Seq, inv.Source, tableTime(s.Taken))

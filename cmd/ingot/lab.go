@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/lab"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 const labUsage = `Usage: ingot lab up|down|status [flags]
@@ -111,7 +111,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 func printResults(e *env, res []lab.Result) bool {
 	ok := true
 	for _, r := range res {
-		if r.Job.State == store.JobSucceeded {
+		if r.Job.State == wire.JobSucceeded {
 			fmt.Fprintf(e.stdout, "lab: %s ready; %s\n", r.Machine, r.Restore())
 			continue
 		}

@@ -6,17 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/recipe"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 const machineUsage = `Usage: ingot machine COMMAND
@@ -25,23 +21,21 @@ Commands:
   add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF]
       [--recipe R] [--rack R] [--index N] [--location L] [--ip A]
                       enroll a machine (state: enrolled)
-  ls [--recipe R] [--state S]
+  ls [--recipe R] [--state S] [--rack R] [--limit N] [--after NAME]
                       list machines
   show NODE           a machine, its last events and latest inventory
   rm NODE             forget a machine, its inventory and events
-  set-recipe NODE RECIPE [--recipes DIR]
-                      assign a recipe (DIR/RECIPE.yaml must exist)
-  inspect ...         read a machine's inventory from its BMC
+  set-recipe NODE RECIPE
+                      assign a recipe ("" unassigns); refused while a job runs
+  inspect NODE        the server reads the machine's inventory from its BMC
   waive NODE CHECK --reason TEXT
-                      let one machine past one failed check (through the API)
+                      let one machine past one failed check
   unwaive NODE CHECK  withdraw it
 
-NODE is a machine's name or ID. Every command takes --db PATH (INGOT_DB) and
--o table|json.
+NODE is a machine's name or ID. Every command talks to a running server
+(--server, --token-file, --context; see 'ingot config') and takes
+-o table|json|yaml. Without a server: 'ingot admin'.
 `
-
-// defaultStorePath is where the server keeps its database.
-const defaultStorePath = "/var/lib/ingot/ingot.db"
 
 // runMachine dispatches `ingot machine SUBCOMMAND`.
 func runMachine(ctx context.Context, e *env, args []string) error {
@@ -67,37 +61,6 @@ func runMachine(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	return sub(ctx, e, args[1:])
-}
-
-// storeCLIFlags are the flags every store-reading command shares.
-type storeCLIFlags struct {
-	db     string
-	output string
-}
-
-func addStoreCLIFlags(fs *flag.FlagSet) *storeCLIFlags {
-	f := &storeCLIFlags{}
-	fs.StringVar(&f.db, "db", defaultStorePath, "ingot database file")
-	fs.StringVar(&f.output, "o", "table", "output format: table or json")
-	return f
-}
-
-func (f *storeCLIFlags) check() error {
-	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("-o %q: expected table or json", f.output)
-	}
-	return nil
-}
-
-// open opens the database; a missing file is an error here, since the CLI
-// only reads and edits what the server (or `machine add`) created.
-func (f *storeCLIFlags) open(create bool) (*store.Bolt, error) {
-	if !create {
-		if _, err := os.Stat(f.db); err != nil {
-			return nil, fmt.Errorf("opening database: %w (set --db or INGOT_DB)", err)
-		}
-	}
-	return store.Open(f.db, store.Options{Timeout: 5 * time.Second})
 }
 
 // parseWithArgs parses flags and positional arguments in any order
@@ -135,37 +98,6 @@ func parseWithArgs(e *env, fs *flag.FlagSet, args []string) ([]string, error) {
 	return pos, nil
 }
 
-// parseNode parses the flags and the one NODE argument of a command and
-// checks the output format; cmd prefixes its errors.
-func parseNode(e *env, fs *flag.FlagSet, sf *storeCLIFlags, cmd string, args []string) (string, error) {
-	pos, err := parseWithArgs(e, fs, args)
-	if err != nil {
-		return "", err
-	}
-	if err := wantArgs(fs, pos, "NODE"); err != nil {
-		return "", fmt.Errorf("%s: %w", cmd, err)
-	}
-	if err := sf.check(); err != nil {
-		return "", fmt.Errorf("%s: %w", cmd, err)
-	}
-	return pos[0], nil
-}
-
-// openMachine opens the database and reads one machine by name or ID; the
-// caller closes the store.
-func (f *storeCLIFlags) openMachine(ctx context.Context, node string) (*store.Bolt, *machine.Machine, error) {
-	st, err := f.open(false)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := st.GetMachine(ctx, node)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return st, m, nil
-}
-
 // errHelp: usage was printed on request; the command succeeds.
 var errHelp = errors.New("help shown")
 
@@ -184,24 +116,40 @@ type repeatedFlag []string
 func (r *repeatedFlag) String() string     { return strings.Join(*r, ",") }
 func (r *repeatedFlag) Set(v string) error { *r = append(*r, v); return nil }
 
-// operatorActor is the actor recorded in events the CLI appends.
-func operatorActor(e *env) string {
-	if u := e.getenv("USER"); u != "" {
-		return "operator:" + u
+// helpOK turns "help was shown" into success.
+func helpOK(err error) error {
+	if errors.Is(err, errHelp) {
+		return nil
 	}
-	return "operator:unknown"
+	return err
+}
+
+// parseNode parses the flags and the one NODE argument of a command and
+// builds its API client; cmd prefixes its errors.
+func parseNode(e *env, fs *flag.FlagSet, af *apiFlags, cmd string, args []string) (string, *client.Client, error) {
+	pos, err := parseWithArgs(e, fs, args)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := wantArgs(fs, pos, "NODE"); err != nil {
+		return "", nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	c, err := af.client(e)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return pos[0], c, nil
 }
 
 func runMachineAdd(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("machine add", "machine add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--recipe R] [--rack R] [--index N] [--location L] [--ip A]")
-	sf := addStoreCLIFlags(fs)
+	af := addAPIFlags(fs)
 	var macs repeatedFlag
 	fs.Var(&macs, "mac", "MAC address of a boot NIC (repeat for more)")
 	serial := fs.String("serial", "", "system serial number")
 	bmc := fs.String("bmc", "", "BMC Redfish endpoint, e.g. https://10.0.0.5")
-	bmcCred := fs.String("bmc-cred", "", "BMC credential reference: file:/etc/ingot/bmc/NODE or env:VAR")
+	bmcCred := fs.String("bmc-cred", "", "BMC credential reference on the server: file:/etc/ingot/bmc/NODE or env:VAR")
 	recipeName := fs.String("recipe", "", "recipe (server class) to assign")
-	recipes := fs.String("recipes", "recipes", "folder holding RECIPE.yaml files, checked when --recipe is set")
 	rack := fs.String("rack", "", "rack")
 	index := fs.Int("index", 0, "the machine's index in its rack ({index} of the recipe's network.hostname)")
 	location := fs.String("location", "", "free-form location: row/rack/unit")
@@ -213,119 +161,30 @@ func runMachineAdd(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(fs, pos, "NAME"); err != nil {
 		return fmt.Errorf("machine add: %w", err)
 	}
-	m := machine.Machine{Name: pos[0], Serial: *serial, Rack: *rack, Index: *index, Location: *location, Recipe: *recipeName,
-		BMC: machine.BMC{Endpoint: *bmc, CredentialRef: *bmcCred}, State: machine.StateEnrolled}
-	if err := checkMachineInput(&m, macs, *ip); err != nil {
+	c, err := af.client(e)
+	if err != nil {
 		return fmt.Errorf("machine add: %w", err)
 	}
-	if err := sf.check(); err != nil {
+	m, err := c.Enroll(ctx, machine.Machine{Name: pos[0], MACs: macs, Serial: *serial, Rack: *rack, Index: *index,
+		Location: *location, Recipe: *recipeName, IPv4: *ip, BMC: machine.BMC{Endpoint: *bmc, CredentialRef: *bmcCred}})
+	if err != nil {
 		return fmt.Errorf("machine add: %w", err)
 	}
-	if m.Recipe != "" {
-		if err := checkRecipeFile(*recipes, m.Recipe); err != nil {
-			return fmt.Errorf("machine add: %w", err)
-		}
-	}
-	st, err := sf.open(true)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := st.CreateMachine(ctx, &m); err != nil {
-		return err
-	}
-	ev, err := st.AppendEvent(ctx, machine.Event{Machine: m.ID, Actor: operatorActor(e), Kind: "enrolled",
-		To: m.State, Message: "enrolled with ingot machine add"})
-	if err != nil {
-		return err
-	}
-	if sf.output == "json" {
-		return e.printJSON(m)
-	}
-	fmt.Fprintf(e.stdout, "enrolled %s (%s), event %d\n", m.Name, m.ID, ev.Seq)
-	return nil
-}
-
-// helpOK turns "help was shown" into success.
-func helpOK(err error) error {
-	if errors.Is(err, errHelp) {
+	return e.render(af.output, m, func() error {
+		fmt.Fprintf(e.stdout, "enrolled %s (%s)\n", m.Name, m.ID)
 		return nil
-	}
-	return err
-}
-
-// checkMachineInput validates what an operator typed, naming the flag.
-func checkMachineInput(m *machine.Machine, macs []string, ip string) error {
-	if err := checkHostname(m.Name); err != nil {
-		return err
-	}
-	if len(macs) == 0 {
-		return errors.New("--mac: at least one MAC is required, e.g. --mac 52:54:00:12:34:56")
-	}
-	for _, mac := range macs {
-		norm, err := machine.NormalizeMAC(mac)
-		if err != nil {
-			return fmt.Errorf("--mac %q: expected six hex bytes like 52:54:00:12:34:56", mac)
-		}
-		m.MACs = append(m.MACs, norm)
-	}
-	if m.BMC.Endpoint != "" {
-		u, err := url.Parse(m.BMC.Endpoint)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("--bmc %q: expected a URL like https://10.0.0.5 or http://127.0.0.1:8443", m.BMC.Endpoint)
-		}
-	}
-	if ref := m.BMC.CredentialRef; ref != "" && !strings.HasPrefix(ref, "file:") && !strings.HasPrefix(ref, "env:") {
-		return fmt.Errorf("--bmc-cred %q: expected file:PATH or env:VARIABLE", ref)
-	}
-	if ip != "" {
-		a, err := netip.ParseAddr(ip)
-		if err != nil || !a.Is4() {
-			return fmt.Errorf("--ip %q: expected an IPv4 address like 192.168.10.21", ip)
-		}
-		m.IPv4 = a.String()
-	}
-	return nil
-}
-
-// checkHostname accepts names usable as a hostname: letters, digits, '-'
-// and '.', starting with a letter or digit.
-func checkHostname(name string) error {
-	ok := name != "" && len(name) <= 253
-	for i, r := range name {
-		alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
-		if !alnum && (i == 0 || (r != '-' && r != '.')) {
-			ok = false
-		}
-	}
-	if !ok {
-		return fmt.Errorf("NAME %q: expected a hostname of letters, digits, '-' and '.' like gpu-r12-07", name)
-	}
-	return nil
-}
-
-// checkRecipeFile checks that dir/name.yaml exists.
-func checkRecipeFile(dir, name string) error {
-	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return fmt.Errorf("recipe %q: expected a recipe name, not a path", name)
-	}
-	path := filepath.Join(dir, name+".yaml")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("recipe %q: expected %s to exist (set --recipes DIR): %w", name, path, err)
-	}
-	if r, _ := recipe.Parse(path, data); r.IsTemplate() {
-		return fmt.Errorf("recipe %q: %s is a template (template: true): it is only extended, never assigned to a machine", name, path)
-	}
-	return nil
+	})
 }
 
 func runMachineLs(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine ls", "machine ls [--recipe R] [--state S]")
-	sf := addStoreCLIFlags(fs)
-	recipeName := fs.String("recipe", "", "only machines with this recipe")
-	state := fs.String("state", "", "only machines in this state")
-	rack := fs.String("rack", "", "only machines in this rack")
+	fs := e.flagSet("machine ls", "machine ls [--recipe R] [--state S] [--rack R] [--limit N] [--after NAME]")
+	af := addAPIFlags(fs)
+	o := client.ListOptions{}
+	fs.StringVar(&o.Recipe, "recipe", "", "only machines with this recipe")
+	fs.StringVar(&o.State, "state", "", "only machines in this state")
+	fs.StringVar(&o.Rack, "rack", "", "only machines in this rack")
+	fs.IntVar(&o.Limit, "limit", 0, "show at most N (0: all); the next page starts at --after, printed on stderr")
+	fs.StringVar(&o.After, "after", "", "start after this machine name (the next page)")
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -333,27 +192,21 @@ func runMachineLs(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(fs, pos); err != nil {
 		return fmt.Errorf("machine ls: %w", err)
 	}
-	if err := sf.check(); err != nil {
+	c, err := af.client(e)
+	if err != nil {
 		return fmt.Errorf("machine ls: %w", err)
 	}
-	if s := machine.State(*state); s != "" && !s.Valid() {
-		return fmt.Errorf("machine ls: --state %q: expected one of %v", *state, machine.States)
-	}
-	st, err := sf.open(false)
+	ms, next, err := listMachines(ctx, c, o)
 	if err != nil {
-		return err
+		return fmt.Errorf("machine ls: %w", err)
 	}
-	defer st.Close()
-	ms, err := st.ListMachines(ctx, store.MachineFilter{Recipe: *recipeName, State: machine.State(*state), Rack: *rack})
-	if err != nil {
-		return err
+	if next != "" {
+		fmt.Fprintf(e.stderr, "more: ingot machine ls --limit %d --after %s\n", o.Limit, next)
 	}
-	if sf.output == "json" {
-		if ms == nil {
-			ms = []machine.Machine{}
-		}
-		return e.printJSON(ms)
-	}
+	return e.render(af.output, ms, func() error { return writeMachineTable(e, ms) })
+}
+
+func writeMachineTable(e *env, ms []machine.Machine) error {
 	tw := newCLITable(e.stdout, "NAME", "ID", "STATE", "RECIPE", "MACS", "BMC", "RACK", "UPDATED")
 	for _, m := range ms {
 		tw.row(m.Name, m.ID, string(m.State), m.Recipe, strings.Join(m.MACs, ","), m.BMC.Endpoint, m.Rack, tableTime(m.Updated))
@@ -361,53 +214,71 @@ func runMachineLs(ctx context.Context, e *env, args []string) error {
 	return tw.flush()
 }
 
+// listMachines returns one page when o.Limit is set, else every machine,
+// paging through the server's list 500 at a time.
+func listMachines(ctx context.Context, c *client.Client, o client.ListOptions) ([]machine.Machine, string, error) {
+	if o.Limit > 0 {
+		return c.Machines(ctx, o)
+	}
+	all := []machine.Machine{}
+	o.Limit = 500
+	for {
+		page, next, err := c.Machines(ctx, o)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, "", nil
+		}
+		o.After = next
+	}
+}
+
 // machineView is `machine show -o json`.
 type machineView struct {
-	Machine   machine.Machine  `json:"machine"`
+	Machine   *machine.Machine `json:"machine"`
 	Events    []machine.Event  `json:"events"`
-	Inventory *store.Snapshot  `json:"inventory"`
-	Changes   []machine.Change `json:"changes_since_previous,omitempty"`
+	Inventory *wire.Snapshot   `json:"inventory"`
 }
 
 func runMachineShow(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("machine show", "machine show NODE")
-	sf := addStoreCLIFlags(fs)
-	node, err := parseNode(e, fs, sf, "machine show", args)
+	af := addAPIFlags(fs)
+	node, c, err := parseNode(e, fs, af, "machine show", args)
 	if err != nil {
 		return helpOK(err)
 	}
-	st, m, err := sf.openMachine(ctx, node)
+	m, err := c.Machine(ctx, node)
 	if err != nil {
-		return err
+		return fmt.Errorf("machine show: %w", err)
 	}
-	defer st.Close()
-	evs, err := st.LastEvents(ctx, m.ID, 5)
+	evs, err := c.LastEvents(ctx, m.ID, 5)
 	if err != nil {
-		return err
+		return fmt.Errorf("machine show: %w", err)
 	}
-	snap, err := st.Inventory(ctx, m.ID, 0)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+	snap, err := c.Inventory(ctx, m.ID, 0)
+	if client.StatusOf(err) == 404 {
+		snap, err = nil, nil
 	}
-	if sf.output == "json" {
-		if evs == nil {
-			evs = []machine.Event{}
+	if err != nil {
+		return fmt.Errorf("machine show: %w", err)
+	}
+	return e.render(af.output, machineView{Machine: m, Events: evs, Inventory: snap}, func() error {
+		writeMachine(e.stdout, m)
+		fmt.Fprintf(e.stdout, "\nLast events:\n")
+		if len(evs) == 0 {
+			fmt.Fprintln(e.stdout, "  none")
+		} else if err := writeEvents(e.stdout, evs); err != nil {
+			return err
 		}
-		return e.printJSON(machineView{Machine: *m, Events: evs, Inventory: snap})
-	}
-	writeMachine(e.stdout, m)
-	fmt.Fprintf(e.stdout, "\nLast events:\n")
-	if len(evs) == 0 {
-		fmt.Fprintln(e.stdout, "  none")
-	} else if err := writeEvents(e.stdout, evs); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "\nInventory:\n")
-	if snap == nil {
-		fmt.Fprintf(e.stdout, "  none yet (run: ingot machine inspect %s)\n", m.Name)
-		return nil
-	}
-	return writeInventorySummary(e.stdout, snap)
+		fmt.Fprintf(e.stdout, "\nInventory:\n")
+		if snap == nil {
+			fmt.Fprintf(e.stdout, "  none yet (run: ingot machine inspect %s)\n", m.Name)
+			return nil
+		}
+		return writeInventorySummary(e.stdout, snap)
+	})
 }
 
 func writeMachine(w io.Writer, m *machine.Machine) {
@@ -428,27 +299,21 @@ func writeMachine(w io.Writer, m *machine.Machine) {
 
 func runMachineRm(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("machine rm", "machine rm NODE")
-	sf := addStoreCLIFlags(fs)
-	node, err := parseNode(e, fs, sf, "machine rm", args)
+	af := addAPIFlags(fs)
+	node, c, err := parseNode(e, fs, af, "machine rm", args)
 	if err != nil {
 		return helpOK(err)
 	}
-	st, m, err := sf.openMachine(ctx, node)
-	if err != nil {
-		return err
+	if err := c.DeleteMachine(ctx, node); err != nil {
+		return fmt.Errorf("machine rm: %w", err)
 	}
-	defer st.Close()
-	if err := st.DeleteMachine(ctx, m.ID); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "removed %s (%s) with its inventory and events\n", m.Name, m.ID)
+	fmt.Fprintf(e.stdout, "removed %s with its inventory and events\n", node)
 	return nil
 }
 
 func runMachineSetRecipe(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine set-recipe", "machine set-recipe NODE RECIPE [--recipes DIR]")
-	sf := addStoreCLIFlags(fs)
-	recipes := fs.String("recipes", "recipes", "folder holding RECIPE.yaml files")
+	fs := e.flagSet("machine set-recipe", "machine set-recipe NODE RECIPE")
+	af := addAPIFlags(fs)
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -456,37 +321,18 @@ func runMachineSetRecipe(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(fs, pos, "NODE", "RECIPE"); err != nil {
 		return fmt.Errorf("machine set-recipe: %w", err)
 	}
-	if err := checkRecipeFile(*recipes, pos[1]); err != nil {
+	c, err := af.client(e)
+	if err != nil {
 		return fmt.Errorf("machine set-recipe: %w", err)
 	}
-	st, err := sf.open(false)
+	m, err := c.SetRecipe(ctx, pos[0], pos[1])
 	if err != nil {
-		return err
+		return fmt.Errorf("machine set-recipe: %w", err)
 	}
-	defer st.Close()
-	var old string
-	m, err := st.UpdateMachine(ctx, pos[0], func(m *machine.Machine) error {
-		old = m.Recipe
-		m.Recipe = pos[1]
+	return e.render(af.output, m, func() error {
+		fmt.Fprintf(e.stdout, "%s: recipe %s\n", m.Name, firstNonEmpty(m.Recipe, "(none)"))
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	from := old
-	if from == "" {
-		from = "(none)"
-	}
-	_, err = st.AppendEvent(ctx, machine.Event{Machine: m.ID, Actor: operatorActor(e), Kind: "recipe",
-		Message: fmt.Sprintf("recipe %s -> %s", from, m.Recipe), Fields: map[string]string{"from": old, "to": m.Recipe}})
-	if err != nil {
-		return err
-	}
-	if sf.output == "json" {
-		return e.printJSON(m)
-	}
-	fmt.Fprintf(e.stdout, "%s: recipe %s -> %s\n", m.Name, from, m.Recipe)
-	return nil
 }
 
 // cliTable writes aligned columns with text/tabwriter.

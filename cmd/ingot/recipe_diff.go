@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,36 +10,30 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/recipe"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
-
-// machineLister is what recipe diff needs from the store.
-type machineLister interface {
-	ListMachines(ctx context.Context, f store.MachineFilter) ([]machine.Machine, error)
-}
 
 // recipeChanges groups the changes of one recipe with the machines using it.
 type recipeChanges struct {
 	Recipe   string          `json:"recipe"`
 	Changes  []recipe.Change `json:"changes"`
-	Machines []string        `json:"machines,omitempty"` // nil without --db
+	Machines []string        `json:"machines,omitempty"` // nil without --affected
 }
 
 func runRecipeDiff(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("recipe diff", "recipe diff [--db PATH] [-o table|json] OLD NEW\n\n"+
+	fs := e.flagSet("recipe diff", "recipe diff [--affected [--server URL]] [-o table|json|yaml] OLD NEW\n\n"+
 		"OLD and NEW are two recipe files, two folders, or two git revisions (an argument that is not an\n"+
-		"existing path), e.g. `ingot recipe diff HEAD~1 HEAD` compares recipes/ at both revisions.")
-	db := fs.String("db", "", "ingot database: list the enrolled machines that use each changed recipe")
-	out := fs.String("o", "table", "output: table or json")
+		"existing path), e.g. `ingot recipe diff HEAD~1 HEAD` compares recipes/ at both revisions.\n"+
+		"The files are read here; only --affected asks the server which machines use each changed recipe.")
+	af := addAPIFlags(fs)
+	affected := fs.Bool("affected", false, "ask the server which enrolled machines use each changed recipe")
 	dir := fs.String("recipes-dir", "recipes", "recipe folder inside the repository, for git revisions")
 	if err := e.parse(fs, args); err != nil || helpAsked(args) {
 		return err
 	}
-	if fs.NArg() != 2 || (*out != "table" && *out != "json") {
+	if fs.NArg() != 2 || checkOutput(af.output) != nil {
 		fs.Usage()
 		return errUsage
 	}
@@ -49,19 +42,22 @@ func runRecipeDiff(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	groups := groupChanges(changes)
-	if *db != "" {
-		if err := addMachines(ctx, *db, groups); err != nil {
-			return err
+	if *affected {
+		c, err := af.client(e)
+		if err != nil {
+			return fmt.Errorf("recipe diff --affected: %w", err)
+		}
+		if err := affectedMachines(ctx, c, groups); err != nil {
+			return fmt.Errorf("recipe diff --affected: %w", err)
 		}
 	}
-	if *out == "json" {
-		if groups == nil {
-			groups = []recipeChanges{}
-		}
-		return e.printJSON(groups)
+	if groups == nil {
+		groups = []recipeChanges{}
 	}
-	writeRecipeChanges(e.stdout, groups, *db != "")
-	return nil
+	return e.render(af.output, groups, func() error {
+		writeRecipeChanges(e.stdout, groups, *affected)
+		return nil
+	})
 }
 
 // diffArgs diffs two files, or two sets (folders or git revisions).
@@ -188,24 +184,13 @@ func groupChanges(changes []recipe.Change) []recipeChanges {
 	return groups
 }
 
-// addMachines fills in the machines enrolled with each changed recipe.
-func addMachines(ctx context.Context, dbPath string, groups []recipeChanges) error {
-	if _, err := os.Stat(dbPath); err != nil {
-		return fmt.Errorf("opening database %s: %w", dbPath, err)
-	}
-	st, err := store.Open(dbPath, store.Options{Timeout: 5 * time.Second})
-	if err != nil {
-		return fmt.Errorf("opening database %s: %w", dbPath, err)
-	}
-	defer st.Close()
-	return listMachines(ctx, st, groups)
-}
-
-func listMachines(ctx context.Context, st machineLister, groups []recipeChanges) error {
+// affectedMachines fills in, from the server, the machines enrolled with
+// each changed recipe.
+func affectedMachines(ctx context.Context, c *client.Client, groups []recipeChanges) error {
 	for i := range groups {
-		ms, err := st.ListMachines(ctx, store.MachineFilter{Recipe: groups[i].Recipe})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("listing machines of recipe %s: %w", groups[i].Recipe, err)
+		ms, _, err := listMachines(ctx, c, client.ListOptions{Recipe: groups[i].Recipe})
+		if err != nil {
+			return fmt.Errorf("machines of recipe %s: %w", groups[i].Recipe, err)
 		}
 		groups[i].Machines = []string{}
 		for _, m := range ms {

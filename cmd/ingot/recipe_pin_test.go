@@ -63,7 +63,7 @@ func TestRecipePin(t *testing.T) {
 	out, _, err := runIngot(t, "recipe", "pin", "--store", store, "--images", images, train)
 	wantExit(t, err, 1) // the inherited agent pins are still placeholders
 	for _, want := range []string{
-		train + ":67: pinned os.image.sha256 = " + sums["debian-12-nvidia.raw.zst"] + " (debian-12-nvidia.raw.zst in " + store + ")",
+		train + ":68: pinned os.image.sha256 = " + sums["debian-12-nvidia.raw.zst"] + " (debian-12-nvidia.raw.zst in " + store + ")",
 		train + ": os.agent.kernel.sha256 is the placeholder it inherits: pin " + filepath.Join(dir, "base-gpu.yaml"),
 		"error: extends: os.agent.kernel.sha256 inherited from base-gpu",
 	} {

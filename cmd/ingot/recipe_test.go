@@ -12,9 +12,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // recipeRoot changes into the module root so paths in outputs are the
@@ -203,43 +200,36 @@ func TestRecipeDiffGit(t *testing.T) {
 	}
 }
 
-// TestRecipeDiffMachines: with --db, each changed recipe lists the machines
-// enrolled with it, read from a real bbolt store.
+// TestRecipeDiffMachines: with --affected, each changed recipe lists the
+// machines enrolled with it, asked of a running server.
 func TestRecipeDiffMachines(t *testing.T) {
 	recipeRoot(t)
-	db := filepath.Join(t.TempDir(), "ingot.db")
-	st, err := store.Open(db, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	for _, m := range []machine.Machine{
-		{Name: "h100-a01-01", Recipe: "train", MACs: []string{"52:54:00:00:00:01"}},
-		{Name: "h100-a01-02", Recipe: "train", MACs: []string{"52:54:00:00:00:02"}},
-		{Name: "l40s-b01-01", Recipe: "infer-old", MACs: []string{"52:54:00:00:00:03"}},
-	} {
-		if err := st.CreateMachine(ctx, &m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out, _, err := runIngot(t, "recipe", "diff", "--db", db, diffOld, diffNew)
+	root, _ := os.Getwd()
+	s := startServe(t, filepath.Join(root, "pkg/recipe/testdata/diff/old"))
+	s.ok("machine", "add", "h100-a01-01", "--recipe", "train", "--mac", "52:54:00:00:00:01")
+	s.ok("machine", "add", "h100-a01-02", "--recipe", "train", "--mac", "52:54:00:00:00:02")
+	s.ok("machine", "add", "l40s-b01-01", "--recipe", "retired", "--mac", "52:54:00:00:00:03")
+	out, _, err := runIngot(t, "recipe", "diff", "--affected", diffOld, diffNew)
 	wantExit(t, err, 0)
-	for _, want := range []string{"  machines using it (2): h100-a01-01, h100-a01-02\n", "  machines using it (0): none\n"} {
+	for _, want := range []string{"  machines using it (2): h100-a01-01, h100-a01-02\n", "  machines using it (0): none\n",
+		"retired:\n  recipe removed\n  machines using it (1): l40s-b01-01\n"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("diff --db lacks %q:\n%s", want, out)
+			t.Errorf("diff --affected lacks %q:\n%s", want, out)
 		}
 	}
-	out, _, err = runIngot(t, "recipe", "diff", "--db", db, "-o", "json", diffOld, diffNew)
+	out, _, err = runIngot(t, "recipe", "diff", "--affected", "-o", "json", diffOld, diffNew)
 	wantExit(t, err, 0)
 	if !strings.Contains(out, "\"machines\": [\n      \"h100-a01-01\",\n      \"h100-a01-02\"\n    ]") {
 		t.Errorf("json lacks the machines:\n%s", out)
 	}
-	_, _, err = runIngot(t, "recipe", "diff", "--db", filepath.Join(t.TempDir(), "missing.db"), diffOld, diffNew)
-	if err == nil || !strings.Contains(err.Error(), "opening database") {
-		t.Errorf("missing database: %v", err)
+	out, _, err = runIngot(t, "recipe", "diff", diffOld, diffNew)
+	wantExit(t, err, 0)
+	if strings.Contains(out, "machines using it") {
+		t.Errorf("a diff without --affected asked the server:\n%s", out)
+	}
+	_, _, err = runIngot(t, "recipe", "diff", "--affected", "--server", "http://"+freePort(t), diffOld, diffNew)
+	if err == nil || !strings.Contains(err.Error(), "recipe diff --affected") || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("no server: %v", err)
 	}
 }
 

@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/engine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // runReimage: `ingot reimage NODE... [--dry-run] [--wait=false]`.
@@ -30,13 +30,13 @@ func runReimage(ctx context.Context, e *env, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("expected at least one NODE (a machine name or ID)")
 	}
-	c, err := af.client()
+	c, err := af.client(e)
 	if err != nil {
 		return err
 	}
-	var res []apiserver.ReimageResult
-	if _, err := c.do(ctx, "POST", "/api/v1/reimage", apiserver.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason}, &res, 200, 202, 422); err != nil {
-		return err
+	res, err := c.Reimage(ctx, wire.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason})
+	if err != nil {
+		return fmt.Errorf("reimage: %w", err)
 	}
 	failed := 0
 	jobs := map[string]string{}
@@ -74,67 +74,51 @@ func runReimage(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// follow polls the jobs and prints one progress line per node whenever it
-// changes; it returns how many jobs failed.
-func follow(ctx context.Context, c *apiClient, jobs map[string]string, w io.Writer) (int, error) {
+// follow follows the jobs (pkg/client's one follow loop) and prints one
+// progress line per node whenever it changes; it returns how many jobs did
+// not succeed.
+func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.Writer) (int, error) {
 	tty := isTTY(w)
 	last := map[string]string{}
-	names := make([]string, 0, len(jobs))
-	for n := range jobs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	failed := 0
-	done := map[string]bool{}
-	for len(done) < len(names) {
-		for _, n := range names {
-			if done[n] {
-				continue
+	_, err := c.Follow(ctx, jobs, 500*time.Millisecond, func(n string, j *wire.Job) {
+		st := jobStatus(j)
+		if line := progressLine(n, j, st); line != last[n] {
+			if tty {
+				fmt.Fprintf(w, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(w, line)
 			}
-			var j store.Job
-			if _, err := c.do(ctx, "GET", "/api/v1/jobs/"+jobs[n], nil, &j); err != nil {
-				return failed, err
-			}
-			st, _ := engine.Status(&j)
-			line := progressLine(n, &j, st)
-			if line != last[n] {
-				if tty {
-					fmt.Fprintf(w, "\r\033[K%s", line)
-				} else {
-					fmt.Fprintln(w, line)
-				}
-				last[n] = line
-			}
-			switch j.State {
-			case store.JobSucceeded:
-				done[n] = true
-				if tty {
-					fmt.Fprintln(w)
-				}
-				fmt.Fprintf(w, "%s: ready; %s\n", n, engine.FormatPhases(st))
-			case store.JobFailed, store.JobCancelled:
-				done[n] = true
-				failed++
-				if tty {
-					fmt.Fprintln(w)
-				}
-				fmt.Fprintf(w, "%s: FAILED at %s\n  evidence: ingot events %s; job %s (GET /api/v1/jobs/%s)\n", n, j.Reason, n, j.ID, j.ID)
-			}
+			last[n] = line
 		}
-		if len(done) == len(names) {
-			break
+		if j.State != wire.JobRunning && tty {
+			fmt.Fprintln(w)
 		}
-		select {
-		case <-ctx.Done():
-			return failed, fmt.Errorf("stopped waiting (%v); the jobs go on: ingot events NODE", ctx.Err())
-		case <-time.After(500 * time.Millisecond):
+		switch j.State {
+		case wire.JobSucceeded:
+			fmt.Fprintf(w, "%s: ready; %s\n", n, engine.FormatPhases(st))
+		case wire.JobFailed, wire.JobCancelled:
+			failed++
+			fmt.Fprintf(w, "%s: %s at %s\n  evidence: ingot events %s; ingot job show %s\n", n, strings.ToUpper(j.State), j.Reason, n, j.ID)
 		}
+	})
+	if err != nil && ctx.Err() != nil {
+		return failed, fmt.Errorf("stopped waiting (%v); the jobs go on: ingot job ls", ctx.Err())
 	}
-	return failed, nil
+	return failed, err
+}
+
+// jobStatus decodes a reimage job's status (zero when it has none).
+func jobStatus(j *wire.Job) engine.ReimageStatus {
+	var st engine.ReimageStatus
+	if len(j.Status) > 0 {
+		_ = json.Unmarshal(j.Status, &st)
+	}
+	return st
 }
 
 // progressLine renders "node1 [image ] ######....  41% 512MiB/1.2GiB 95MiB/s".
-func progressLine(name string, j *store.Job, st engine.ReimageStatus) string {
+func progressLine(name string, j *wire.Job, st engine.ReimageStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-12s %-10s", name, j.Step)
 	if st.Total > 0 {
@@ -190,31 +174,24 @@ func runRollout(ctx context.Context, e *env, args []string) error {
 	if err := wantArgs(fs, pos, "RECIPE"); err != nil {
 		return err
 	}
-	c, err := af.client()
+	c, err := af.client(e)
 	if err != nil {
 		return err
 	}
-	var j store.Job
-	spec := engine.RolloutSpec{Recipe: pos[0], Batch: *batch, MaxFailures: *maxF, Canary: *canary, PerRack: *perRack}
-	if _, err := c.do(ctx, "POST", "/api/v1/rollouts", spec, &j); err != nil {
-		return err
+	j, err := c.Rollout(ctx, wire.RolloutRequest{Recipe: pos[0], Batch: *batch, MaxFailures: *maxF, Canary: *canary, PerRack: *perRack})
+	if err != nil {
+		return fmt.Errorf("rollout: %w", err)
 	}
 	fmt.Fprintf(e.stdout, "rollout %s of %s started: %d machines\n", j.ID, pos[0], len(j.Machines))
-	for *wait {
-		if _, err := c.do(ctx, "GET", "/api/v1/rollouts/"+j.ID, nil, &j); err != nil {
-			return err
+	if *wait {
+		ended, err := c.Follow(ctx, map[string]string{pos[0]: j.ID}, time.Second, nil)
+		if err != nil {
+			return fmt.Errorf("rollout %s: %w", j.ID, err)
 		}
-		if j.State != store.JobRunning {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		j = ended[pos[0]]
 	}
 	fmt.Fprintf(e.stdout, "rollout %s: %s %s\n", j.ID, j.State, j.Reason)
-	if j.State == store.JobFailed {
+	if j.State == wire.JobFailed || j.State == wire.JobCancelled {
 		return exitError(1)
 	}
 	return nil

@@ -53,6 +53,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer st.Close()
+	if err := bootstrapToken(ctx, st, cfg.Data, log); err != nil {
+		return err
+	}
 	arts, err := artifact.Open(filepath.Join(cfg.Data, "artifacts"))
 	if err != nil {
 		return err

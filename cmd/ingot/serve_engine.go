@@ -7,12 +7,15 @@ import (
 	"net/http"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/apiserver"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/drift"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
+	"github.com/ingot-dev/ingot/pkg/image"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -22,6 +25,7 @@ import (
 type provisioning struct {
 	engine *engine.Engine
 	api    *apiserver.Server
+	fleet  *fleet.Service
 }
 
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
@@ -65,12 +69,36 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Recipes: recipes, RecipeNames: names,
-		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth})
+	fl, err := fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"),
+		DialBMC: func(ctx context.Context, m *machine.Machine) (fleet.BMCReader, error) {
+			return dialMachineBMC(ctx, m, getenv, log)
+		}})
 	if err != nil {
 		return nil, err
 	}
-	return &provisioning{engine: e, api: api}, nil
+	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
+		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version,
+		Images: func() ([]wire.Image, error) { return listImages(arts) }})
+	if err != nil {
+		return nil, err
+	}
+	return &provisioning{engine: e, api: api, fleet: fl}, nil
+}
+
+// listImages lists the content store's images for the API.
+func listImages(arts *artifact.Store) ([]wire.Image, error) {
+	if arts == nil {
+		return nil, nil
+	}
+	imgs, err := image.List(arts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]wire.Image, 0, len(imgs))
+	for _, im := range imgs {
+		out = append(out, wire.Image{Name: im.Name, SHA256: im.SHA256, Size: im.Size})
+	}
+	return out, nil
 }
 
 // engineFinding carries a drift finding to the engine: its message with

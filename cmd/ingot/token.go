@@ -3,18 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
-	"github.com/ingot-dev/ingot/pkg/store"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 )
 
-// runToken: `ingot token create|ls|revoke`, directly on the database (the
-// first token cannot come from the API it unlocks).
+// runToken: `ingot token create|ls|revoke`, through the API: revoking a
+// leaked token needs no restart. The very first token comes from the
+// server itself (it writes one into its data folder on its first start) or
+// from `ingot admin token create` before it runs.
 func runToken(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("token", "token create NAME [--ttl 720h] | token ls | token revoke ID")
-	sf := addStoreCLIFlags(fs)
+	fs := e.flagSet("token", "token create NAME [--scope operator|read-only] [--ttl 720h] | token ls | token revoke ID")
+	af := addAPIFlags(fs)
 	ttl := fs.Duration("ttl", 0, "token lifetime (0: until revoked)")
+	scope := fs.String("scope", "operator", "operator (everything) or read-only (GET only)")
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -23,50 +24,44 @@ func runToken(ctx context.Context, e *env, args []string) error {
 		fs.Usage()
 		return errUsage
 	}
-	s, err := sf.open(pos[0] == "create")
+	c, err := af.client(e)
 	if err != nil {
-		return err
+		return fmt.Errorf("token %s: %w", pos[0], err)
 	}
-	defer s.Close()
 	switch {
 	case pos[0] == "create" && len(pos) == 2:
-		secret, t, err := apiserver.CreateOperatorToken(ctx, s, pos[1], *ttl, time.Now())
+		made, err := c.CreateToken(ctx, pos[1], *scope, *ttl)
 		if err != nil {
-			return err
+			return fmt.Errorf("token create: %w", err)
 		}
-		fmt.Fprintf(e.stderr, "token %s (%s) created; it is shown once:\n", t.ID, t.Name)
-		fmt.Fprintln(e.stdout, secret)
+		fmt.Fprintf(e.stderr, "token %s (%s, %s) created; it is shown once:\n", made.Token.ID, made.Token.Name, made.Token.Scope)
+		fmt.Fprintln(e.stdout, made.Secret)
 		return nil
 	case pos[0] == "ls" && len(pos) == 1:
-		toks, err := s.ListTokens(ctx)
+		toks, err := c.Tokens(ctx)
 		if err != nil {
-			return err
+			return fmt.Errorf("token ls: %w", err)
 		}
-		if sf.output == "json" {
-			return e.printJSON(toks)
-		}
-		t := newCLITable(e.stdout, "ID", "NAME", "SCOPE", "CREATED", "EXPIRES", "REVOKED")
-		for _, k := range toks {
-			exp := "never"
-			if !k.Expires.IsZero() {
-				exp = tableTime(k.Expires)
-			}
-			t.row(k.ID, k.Name, k.Scope, tableTime(k.Created), exp, fmt.Sprint(k.Revoked))
-		}
-		return t.flush()
+		return e.render(af.output, toks, func() error { return writeTokens(e, toks) })
 	case pos[0] == "revoke" && len(pos) == 2:
-		toks, err := s.ListTokens(ctx)
-		if err != nil {
-			return err
+		if err := c.RevokeToken(ctx, pos[1]); err != nil {
+			return fmt.Errorf("token revoke: %w", err)
 		}
-		for _, k := range toks {
-			if k.ID == pos[1] {
-				k.Revoked = true
-				return s.PutToken(ctx, k)
-			}
-		}
-		return fmt.Errorf("token %s: %w (see 'ingot token ls')", pos[1], store.ErrNotFound)
+		fmt.Fprintf(e.stdout, "revoked %s\n", pos[1])
+		return nil
 	}
 	fs.Usage()
 	return errUsage
+}
+
+func writeTokens(e *env, toks []wire.Token) error {
+	t := newCLITable(e.stdout, "ID", "NAME", "SCOPE", "CREATED", "EXPIRES")
+	for _, k := range toks {
+		exp := "never"
+		if !k.Expires.IsZero() {
+			exp = tableTime(k.Expires)
+		}
+		t.row(k.ID, k.Name, k.Scope, tableTime(k.Created), exp)
+	}
+	return t.flush()
 }

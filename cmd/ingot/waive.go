@@ -4,25 +4,22 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/url"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
-	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/client"
 )
 
-// runMachineWaive: `ingot machine waive NODE CHECK --reason TEXT`, through
-// the API: lets one machine past one failed check of its recipe.
+// runMachineWaive: `ingot machine waive NODE CHECK --reason TEXT`: lets one
+// machine past one failed check of its recipe.
 func runMachineWaive(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine waive", "machine waive NODE CHECK --reason TEXT [--server URL]")
+	fs := e.flagSet("machine waive", "machine waive NODE CHECK --reason TEXT")
 	reason := fs.String("reason", "", "why this machine may pass with the check failed (recorded with your token's name)")
 	c, node, check, err := waiverArgs(e, fs, args)
 	if c == nil {
 		return err
 	}
-	var m machine.Machine
-	path := "/api/v1/machines/" + url.PathEscape(node) + "/waivers"
-	if _, err := c.do(ctx, "POST", path, apiserver.WaiverRequest{Check: check, Reason: *reason}, &m, 201); err != nil {
-		return err
+	m, err := c.Waive(ctx, node, check, *reason)
+	if err != nil {
+		return fmt.Errorf("machine waive: %w", err)
 	}
 	fmt.Fprintf(e.stdout, "%s: check %s waived (%d waivers); the next job lets it past when it fails\n", m.Name, check, len(m.Waivers))
 	return nil
@@ -30,15 +27,14 @@ func runMachineWaive(ctx context.Context, e *env, args []string) error {
 
 // runMachineUnwaive: `ingot machine unwaive NODE CHECK`.
 func runMachineUnwaive(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine unwaive", "machine unwaive NODE CHECK [--server URL]")
+	fs := e.flagSet("machine unwaive", "machine unwaive NODE CHECK")
 	c, node, check, err := waiverArgs(e, fs, args)
 	if c == nil {
 		return err
 	}
-	var m machine.Machine
-	path := "/api/v1/machines/" + url.PathEscape(node) + "/waivers/" + url.PathEscape(check)
-	if _, err := c.do(ctx, "DELETE", path, nil, &m, 200); err != nil {
-		return err
+	m, err := c.Unwaive(ctx, node, check)
+	if err != nil {
+		return fmt.Errorf("machine unwaive: %w", err)
 	}
 	fmt.Fprintf(e.stdout, "%s: waiver for %s withdrawn\n", m.Name, check)
 	return nil
@@ -46,7 +42,7 @@ func runMachineUnwaive(ctx context.Context, e *env, args []string) error {
 
 // waiverArgs parses NODE CHECK and the API flags; a nil client ends the
 // command with err (nil after -h).
-func waiverArgs(e *env, fs *flag.FlagSet, args []string) (*apiClient, string, string, error) {
+func waiverArgs(e *env, fs *flag.FlagSet, args []string) (*client.Client, string, string, error) {
 	af := addAPIFlags(fs)
 	rest, err := parseWithArgs(e, fs, args)
 	if err != nil {
@@ -56,7 +52,7 @@ func waiverArgs(e *env, fs *flag.FlagSet, args []string) (*apiClient, string, st
 		fs.Usage()
 		return nil, "", "", fmt.Errorf("expected NODE and CHECK, got %d arguments", len(rest))
 	}
-	c, err := af.client()
+	c, err := af.client(e)
 	if err != nil {
 		return nil, "", "", err
 	}

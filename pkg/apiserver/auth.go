@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,39 +10,16 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// Scopes of API tokens.
-const (
-	ScopeOperator      = "operator"
-	scopeMachinePrefix = "machine:"
-)
+// scopeMachinePrefix marks machine credentials (pkg/agentauth).
+const scopeMachinePrefix = "machine:"
 
 // HashToken returns the hex SHA-256 under which a token secret is stored.
 func HashToken(secret string) string { return agentauth.Hash(secret) }
-
-// NewSecret returns a fresh random token secret.
-func NewSecret(prefix string) string {
-	var b [24]byte
-	_, _ = rand.Read(b[:])
-	return prefix + hex.EncodeToString(b[:])
-}
-
-// CreateOperatorToken stores a new operator token and returns its secret,
-// which is shown once and never stored.
-func CreateOperatorToken(ctx context.Context, s store.Store, name string, ttl time.Duration, now time.Time) (string, store.Token, error) {
-	secret := NewSecret("ingot_")
-	t := store.Token{ID: "t-" + HashToken(secret)[:10], Name: name, Hash: HashToken(secret), Scope: ScopeOperator, Created: now}
-	if ttl > 0 {
-		t.Expires = now.Add(ttl)
-	}
-	if err := s.PutToken(ctx, t); err != nil {
-		return "", t, fmt.Errorf("storing token %s: %w", name, err)
-	}
-	return secret, t, nil
-}
 
 // IssueBootCredential gives a machine booting from the address from its
 // boot credential for its running job (httpboot.TokenIssuer); agentauth
@@ -59,6 +34,7 @@ func (s *Server) IssueBootCredential(ctx context.Context, m *machine.Machine, ma
 
 type principal struct {
 	operator  bool
+	readOnly  bool // a read-only operator token: GET only
 	machineID string
 	name      string
 	token     *store.Token // the machine credential presented
@@ -107,8 +83,11 @@ func (s *Server) authenticate(r *http.Request, kinds ...string) (principal, erro
 			return principal{}, fmt.Errorf("%w: token %s expired with its job %s", errUnauthorized, t.ID, t.JobID)
 		}
 	}
-	if t.Scope == ScopeOperator {
+	switch t.Scope {
+	case fleet.ScopeOperator:
 		return principal{operator: true, name: t.Name}, nil
+	case fleet.ScopeReadOnly:
+		return principal{operator: true, readOnly: true, name: t.Name}, nil
 	}
 	return principal{}, fmt.Errorf("%w: token %s has unknown scope %q", errUnauthorized, t.ID, t.Scope)
 }

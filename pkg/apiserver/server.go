@@ -12,13 +12,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/api"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -33,7 +34,14 @@ func OpenAPI() []byte { return openAPI }
 type Config struct {
 	Store   store.Store
 	Engine  *engine.Engine
+	Fleet   *fleet.Service
 	Recipes engine.RecipeSource
+	// Images lists the content store's images (GET /api/v1/images); nil:
+	// none.
+	Images func() ([]wire.Image, error)
+	// Version is the server's version, sent on every answer
+	// (wire.VersionHeader).
+	Version string
 	// RecipeNames lists the recipes the server knows.
 	RecipeNames func() []string
 	// BaseURL is how machines reach this server (http://10.77.0.1:8080):
@@ -54,6 +62,9 @@ type Config struct {
 type Server struct {
 	store        store.Store
 	engine       *engine.Engine
+	fleet        *fleet.Service
+	images       func() ([]wire.Image, error)
+	version      string
 	recipes      engine.RecipeSource
 	recipeNames  func() []string
 	artifactSize func(string) (int64, bool)
@@ -65,10 +76,10 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Engine == nil || cfg.Recipes == nil {
-		return nil, errors.New("apiserver: Store, Engine and Recipes are required")
+	if cfg.Store == nil || cfg.Engine == nil || cfg.Fleet == nil || cfg.Recipes == nil {
+		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
+	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
 		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -121,11 +132,15 @@ type route struct {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET", "/api/v1/openapi.yaml", public, s.getOpenAPI},
+		{"GET", "/api/v1/version", public, s.getVersion},
 		{"GET", "/api/v1/machines", operator, s.listMachines},
 		{"POST", "/api/v1/machines", operator, s.createMachine},
 		{"GET", "/api/v1/machines/{id}", operator, s.getMachine},
 		{"DELETE", "/api/v1/machines/{id}", operator, s.deleteMachine},
+		{"PUT", "/api/v1/machines/{id}/recipe", operator, s.putRecipe},
+		{"POST", "/api/v1/machines/{id}/inspect", operator, s.postInspect},
 		{"GET", "/api/v1/machines/{id}/inventory", operator, s.getInventory},
+		{"GET", "/api/v1/machines/{id}/inventory/diff", operator, s.getInventoryDiff},
 		{"GET", "/api/v1/machines/{id}/events", operator, s.getEvents},
 		{"POST", "/api/v1/machines/{id}/waivers", operator, s.postWaiver},
 		{"DELETE", "/api/v1/machines/{id}/waivers/{check}", operator, s.deleteWaiver},
@@ -133,9 +148,14 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/recipes/{name}", operator, s.getRecipe},
 		{"GET", "/api/v1/jobs", operator, s.listJobs},
 		{"GET", "/api/v1/jobs/{id}", operator, s.getJob},
+		{"POST", "/api/v1/jobs/{id}/cancel", operator, s.postCancel},
 		{"POST", "/api/v1/reimage", operator, s.postReimage},
 		{"POST", "/api/v1/rollouts", operator, s.postRollout},
 		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
+		{"GET", "/api/v1/tokens", operator, s.listTokens},
+		{"POST", "/api/v1/tokens", operator, s.postToken},
+		{"DELETE", "/api/v1/tokens/{id}", operator, s.deleteToken},
+		{"GET", "/api/v1/images", operator, s.listImages},
 		{"POST", api.PathCredential, public, s.agentCredential},
 		{"POST", api.PathExchange, exchange, s.agentExchange},
 		{"GET", api.PathTask, agent, s.agentTask},
@@ -177,6 +197,9 @@ func errorf(code int, format string, args ...any) error {
 
 func (s *Server) wrap(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if s.version != "" {
+			w.Header().Set(wire.VersionHeader, s.version)
+		}
 		var p principal
 		if rt.access != public {
 			var err error
@@ -193,6 +216,9 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			case rt.access == operator && !p.operator:
 				writeErr(w, http.StatusForbidden, "this endpoint needs an operator token")
 				return
+			case rt.access == operator && p.readOnly && r.Method != http.MethodGet:
+				writeErr(w, http.StatusForbidden, fmt.Sprintf("%s %s: token %s is read-only: this needs an operator token", r.Method, r.URL.Path, p.name))
+				return
 			case rt.access != operator && p.machineID == "":
 				writeErr(w, http.StatusForbidden, "this endpoint needs a machine credential, not an operator token")
 				return
@@ -206,7 +232,10 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				code = he.code
 			case errors.Is(err, store.ErrNotFound):
 				code = http.StatusNotFound
-			case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict):
+			case errors.Is(err, fleet.ErrInvalid):
+				code = http.StatusBadRequest
+			case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, fleet.ErrBusy),
+				errors.Is(err, engine.ErrEnded):
 				code = http.StatusConflict
 			case errors.Is(err, engine.ErrPreflight):
 				code = http.StatusUnprocessableEntity
@@ -237,235 +266,6 @@ func decode(r *http.Request, v any) error {
 	if err := d.Decode(v); err != nil {
 		return errorf(http.StatusBadRequest, "request body of %s %s: %v", r.Method, r.URL.Path, err)
 	}
-	return nil
-}
-
-func (s *Server) getOpenAPI(w http.ResponseWriter, _ *http.Request, _ principal) error {
-	w.Header().Set("Content-Type", "application/yaml")
-	_, err := w.Write(openAPI)
-	return err
-}
-
-func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principal) error {
-	q := r.URL.Query()
-	ms, err := s.store.ListMachines(r.Context(), store.MachineFilter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack")})
-	if err != nil {
-		return err
-	}
-	if ms == nil {
-		ms = []machine.Machine{}
-	}
-	writeJSON(w, 200, ms)
-	return nil
-}
-
-func (s *Server) createMachine(w http.ResponseWriter, r *http.Request, p principal) error {
-	var m machine.Machine
-	if err := decode(r, &m); err != nil {
-		return err
-	}
-	if m.State == "" {
-		m.State = machine.StateEnrolled
-	}
-	if err := m.Validate(); err != nil {
-		return errorf(http.StatusBadRequest, "%v", err)
-	}
-	if err := s.store.CreateMachine(r.Context(), &m); err != nil {
-		return err
-	}
-	_, _ = s.store.AppendEvent(r.Context(), machine.Event{Machine: m.ID, Time: s.now(), Actor: "api:" + p.name, Kind: "enrolled", To: m.State})
-	writeJSON(w, http.StatusCreated, m)
-	return nil
-}
-
-func (s *Server) getMachine(w http.ResponseWriter, r *http.Request, _ principal) error {
-	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, 200, m)
-	return nil
-}
-
-func (s *Server) deleteMachine(w http.ResponseWriter, r *http.Request, _ principal) error {
-	if err := s.store.DeleteMachine(r.Context(), r.PathValue("id")); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
-func (s *Server) getInventory(w http.ResponseWriter, r *http.Request, _ principal) error {
-	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	snaps, err := s.store.Inventories(r.Context(), m.ID)
-	if err != nil {
-		return err
-	}
-	if r.URL.Query().Get("history") == "" && len(snaps) > 0 {
-		writeJSON(w, 200, snaps[len(snaps)-1])
-		return nil
-	}
-	if len(snaps) == 0 && r.URL.Query().Get("history") == "" {
-		return errorf(http.StatusNotFound, "machine %s has no inventory yet: run 'ingot machine inspect %s'", m.Name, m.Name)
-	}
-	writeJSON(w, 200, snaps)
-	return nil
-}
-
-func (s *Server) getEvents(w http.ResponseWriter, r *http.Request, _ principal) error {
-	m, err := s.store.GetMachine(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	since, _ := strconv.ParseUint(r.URL.Query().Get("since"), 10, 64)
-	limit, _ := strconv.Atoi(r.URL.Query().Get("limit"))
-	evs, err := s.store.Events(r.Context(), m.ID, since, limit)
-	if err != nil {
-		return err
-	}
-	if evs == nil {
-		evs = []machine.Event{}
-	}
-	writeJSON(w, 200, evs)
-	return nil
-}
-
-// WaiverRequest is the body of POST /api/v1/machines/{id}/waivers.
-type WaiverRequest struct {
-	Check  string `json:"check"`
-	Reason string `json:"reason"`
-}
-
-func (s *Server) postWaiver(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req WaiverRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	m, err := s.engine.Waive(r.Context(), r.PathValue("id"), req.Check, "operator:"+p.name, req.Reason)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusCreated, m)
-	return nil
-}
-
-func (s *Server) deleteWaiver(w http.ResponseWriter, r *http.Request, p principal) error {
-	m, err := s.engine.Unwaive(r.Context(), r.PathValue("id"), r.PathValue("check"), "operator:"+p.name)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, 200, m)
-	return nil
-}
-
-func (s *Server) listRecipes(w http.ResponseWriter, _ *http.Request, _ principal) error {
-	names := s.recipeNames()
-	if names == nil {
-		names = []string{}
-	}
-	writeJSON(w, 200, names)
-	return nil
-}
-
-func (s *Server) getRecipe(w http.ResponseWriter, r *http.Request, _ principal) error {
-	rc, err := s.recipes(r.PathValue("name"))
-	if err != nil {
-		return errorf(http.StatusNotFound, "recipe %s: %v", r.PathValue("name"), err)
-	}
-	writeJSON(w, 200, rc)
-	return nil
-}
-
-func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, _ principal) error {
-	jobs, err := s.store.ListJobs(r.Context(), store.JobState(r.URL.Query().Get("state")))
-	if err != nil {
-		return err
-	}
-	if jobs == nil {
-		jobs = []store.Job{}
-	}
-	writeJSON(w, 200, jobs)
-	return nil
-}
-
-func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ principal) error {
-	j, err := s.store.GetJob(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, 200, j)
-	return nil
-}
-
-// ReimageRequest is the body of POST /api/v1/reimage.
-type ReimageRequest struct {
-	Machines []string `json:"machines"`
-	DryRun   bool     `json:"dry_run,omitempty"`
-	Reason   string   `json:"reason,omitempty"`
-}
-
-// ReimageResult is one machine's answer.
-type ReimageResult struct {
-	Machine string       `json:"machine"`
-	Plan    *engine.Plan `json:"plan,omitempty"`
-	Job     *store.Job   `json:"job,omitempty"`
-	Error   string       `json:"error,omitempty"`
-}
-
-func (s *Server) postReimage(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req ReimageRequest
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	if len(req.Machines) == 0 {
-		return errorf(http.StatusBadRequest, "machines: expected at least one machine name or ID")
-	}
-	out := make([]ReimageResult, 0, len(req.Machines))
-	failed := 0
-	for _, name := range req.Machines {
-		res := ReimageResult{Machine: name}
-		if req.DryRun {
-			plan, err := s.engine.Preflight(r.Context(), name)
-			res.Plan = plan
-			if err != nil {
-				res.Error = err.Error()
-			}
-		} else {
-			job, err := s.engine.Reimage(r.Context(), name, "operator:"+p.name, req.Reason)
-			res.Job = job
-			if err != nil {
-				res.Error = err.Error()
-			}
-		}
-		if res.Error != "" {
-			failed++
-		}
-		out = append(out, res)
-	}
-	code := http.StatusAccepted
-	if req.DryRun {
-		code = http.StatusOK
-	}
-	if failed == len(out) {
-		code = http.StatusUnprocessableEntity
-	}
-	writeJSON(w, code, out)
-	return nil
-}
-
-func (s *Server) postRollout(w http.ResponseWriter, r *http.Request, p principal) error {
-	var req engine.RolloutSpec
-	if err := decode(r, &req); err != nil {
-		return err
-	}
-	j, err := s.engine.StartRollout(r.Context(), req, "operator:"+p.name)
-	if err != nil {
-		return errorf(http.StatusUnprocessableEntity, "%v", err)
-	}
-	writeJSON(w, http.StatusAccepted, j)
 	return nil
 }
 

@@ -18,7 +18,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ingot-dev/ingot/pkg/api"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -65,13 +67,17 @@ func newFixture(t *testing.T) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	go e.Run(ctx)
 	t.Cleanup(cancel)
-	srv, err := New(Config{Store: s, Engine: e, Recipes: src, BaseURL: "http://10.77.0.1:8080"})
+	fl, err := fleet.New(fleet.Config{Store: s, Recipes: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{Store: s, Engine: e, Fleet: fl, Recipes: src, BaseURL: "http://10.77.0.1:8080", Version: "test-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	op, _, err := CreateOperatorToken(ctx, s, "test", 0, time.Now())
+	op, _, err := fleet.CreateToken(ctx, s, "test", fleet.ScopeOperator, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +142,7 @@ func TestAuth(t *testing.T) {
 	if code, body := f.do(t, "GET", "/api/v1/machines", f.operator, nil); code != 200 || !strings.Contains(string(body), "node1") {
 		t.Errorf("operator: %d %s", code, body)
 	}
-	code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}})
+	code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, wire.ReimageRequest{Machines: []string{"node1"}})
 	if code != 202 {
 		t.Fatalf("reimage: %d %s", code, body)
 	}
@@ -215,7 +221,7 @@ func (f *fixture) waitBooting(t *testing.T, machineID string) {
 func TestForgedAgentRefused(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t)
-	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}}); code != 202 {
+	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, wire.ReimageRequest{Machines: []string{"node1"}}); code != 202 {
 		t.Fatalf("reimage: %d %s", code, body)
 	}
 	m1, _ := f.s.GetMachine(ctx, "node1")
@@ -276,7 +282,7 @@ func TestCredentialByMAC(t *testing.T) {
 	if code, body := f.do(t, "POST", path, "", struct{}{}); code != 403 || !strings.Contains(string(body), "in no job") {
 		t.Errorf("no job: %d %s, want 403", code, body)
 	}
-	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, ReimageRequest{Machines: []string{"node1"}}); code != 202 {
+	if code, body := f.do(t, "POST", "/api/v1/reimage", f.operator, wire.ReimageRequest{Machines: []string{"node1"}}); code != 202 {
 		t.Fatalf("reimage: %d %s", code, body)
 	}
 	f.waitBooting(t, m1.ID)

@@ -268,6 +268,40 @@ func endPhase(st *ReimageStatus, name string, t time.Time) {
 // The job keeps its status as the evidence bundle (events, agent log,
 // inventory findings, check results).
 func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
+	e.end(ctx, jobID, step, reason, store.JobFailed)
+}
+
+// Cancel ends a running job at an operator's request: its machines turn
+// failed (the job may have left them half-written; a reimage restores
+// them), a rollout stops before its next wave, and the job reads cancelled.
+func (e *Engine) Cancel(ctx context.Context, jobID, actor, reason string) (*store.Job, error) {
+	j, err := e.store.GetJob(ctx, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("cancelling job %s: %w", jobID, err)
+	}
+	if j.State != store.JobRunning {
+		return nil, fmt.Errorf("cancelling job %s: %w: it is %s, not running", jobID, ErrEnded, j.State)
+	}
+	msg := "cancelled by " + actor
+	if reason != "" {
+		msg += ": " + reason
+	}
+	if j.Kind == "rollout" {
+		var st RolloutStatus
+		_ = json.Unmarshal(j.Status, &st)
+		e.endRollout(ctx, jobID, store.JobCancelled, msg, st)
+	} else {
+		e.end(ctx, jobID, j.Step, msg, store.JobCancelled)
+	}
+	return e.store.GetJob(ctx, jobID)
+}
+
+// ErrEnded: the job has already ended.
+var ErrEnded = errors.New("job has ended")
+
+// end ends a running job in state (failed or cancelled), its machines
+// failed first.
+func (e *Engine) end(ctx context.Context, jobID, step, reason string, state store.JobState) {
 	cur, err := e.store.GetJob(ctx, jobID)
 	if err != nil || cur.State != store.JobRunning {
 		e.log.Warn("failing job", "job", jobID, "err", err)
@@ -286,7 +320,7 @@ func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
 		if j.State != store.JobRunning {
 			return fmt.Errorf("job %s already %s", j.ID, j.State)
 		}
-		j.State, j.Reason, j.Updated = store.JobFailed, full, e.now()
+		j.State, j.Reason, j.Updated = state, full, e.now()
 		return nil
 	})
 	e.mu.Unlock()
@@ -295,7 +329,7 @@ func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
 		return
 	}
 	e.deleteCredentials(ctx, j.ID)
-	e.log.Info("job failed", "job", j.ID, "step", step, "reason", reason)
+	e.log.Info("job ended", "job", j.ID, "state", state, "step", step, "reason", reason)
 	e.notify(j.ID)
 }
 

@@ -209,6 +209,9 @@ func (e *Engine) driveRollout(ctx context.Context, id string) {
 
 func (e *Engine) saveRollout(ctx context.Context, id string, st RolloutStatus, step string) error {
 	_, err := e.store.UpdateJob(ctx, id, func(j *store.Job) error {
+		if j.State != store.JobRunning {
+			return fmt.Errorf("rollout %s is %s: %w", j.ID, j.State, ErrEnded) // cancelled meanwhile
+		}
 		b, err := json.Marshal(st)
 		j.Status, j.Step, j.Updated = b, step, e.now()
 		return err

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // Two VMs of the lab-burnin recipe (each with a data disk) are provisioned
@@ -101,7 +101,7 @@ func TestE2ELabBurnIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := res[0].Job
-		if j.State != store.JobFailed || !strings.Contains(j.Reason, "cloud_init did not complete") {
+		if j.State != wire.JobFailed || !strings.Contains(j.Reason, "cloud_init did not complete") {
 			t.Fatalf("job %s/%s (%s): want failed because cloud-init did not complete", j.Step, j.State, j.Reason)
 		}
 		m, err := l.Machine(ctx, vm.Name)
@@ -129,8 +129,8 @@ func requireMeasured(t *testing.T, ctx context.Context, l *lab.Lab, vm lab.VM, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	var snap store.Snapshot
-	if _, err := l.API(ctx, "GET", "/api/v1/machines/"+m.ID+"/inventory", nil, &snap); err != nil {
+	snap, err := l.Client().Inventory(ctx, m.ID, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if snap.Inventory.Source != "verified" {

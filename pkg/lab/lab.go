@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/netns"
 )
 
@@ -87,6 +88,8 @@ type Lab struct {
 	ns    *netns.NS
 	State State
 	HTTP  *http.Client // dials inside the namespace
+	// client is Client()'s, made on first use.
+	client *client.Client
 }
 
 func (c *Config) defaults() {

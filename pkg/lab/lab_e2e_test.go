@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // repoRoot is the module root (recipes/, images/).
@@ -142,12 +142,12 @@ func TestE2ELab(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _ := engine.Status(j)
+			st := lab.Status(j)
 			if j.Step == engine.StepImage && st.Bytes > 0 {
 				t.Logf("killing ingot serve at %d of %d image bytes", st.Bytes, st.Total)
 				break
 			}
-			if j.State != store.JobRunning || time.Now().After(deadline) {
+			if j.State != wire.JobRunning || time.Now().After(deadline) {
 				t.Fatalf("job reached %s/%s before the image write could be interrupted", j.Step, j.State)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -187,7 +187,7 @@ func TestE2ELab(t *testing.T) {
 			t.Fatal(err)
 		}
 		j := res[0].Job
-		if j.State != store.JobFailed || !strings.Contains(j.Reason, "sha256") {
+		if j.State != wire.JobFailed || !strings.Contains(j.Reason, "sha256") {
 			t.Fatalf("job %s/%s (%s), want failed with a sha256 mismatch", j.Step, j.State, j.Reason)
 		}
 		m, err := l.Machine(ctx, uefi.Name)
@@ -209,7 +209,7 @@ func TestE2ELab(t *testing.T) {
 
 func requireReady(t *testing.T, ctx context.Context, l *lab.Lab, r lab.Result) {
 	t.Helper()
-	if r.Job.State != store.JobSucceeded {
+	if r.Job.State != wire.JobSucceeded {
 		t.Fatalf("%s: job %s ended %s at %s", r.Machine, r.Job.ID, r.Job.State, r.Job.Reason)
 	}
 	m, err := l.Machine(ctx, r.Machine)
@@ -247,8 +247,8 @@ func requireBootPortAndNeighbour(t *testing.T, ctx context.Context, l *lab.Lab, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var snap store.Snapshot
-	if _, err := l.API(ctx, "GET", "/api/v1/machines/"+m.ID+"/inventory", nil, &snap); err != nil {
+	snap, err := l.Client().Inventory(ctx, m.ID, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range snap.Inventory.NICs {

@@ -2,26 +2,41 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // Result is how one machine's job ended.
 type Result struct {
 	Machine string
-	Job     store.Job
+	Job     wire.Job
 	Status  engine.ReimageStatus
 }
 
 // Restore is the time-to-restore line of a finished job.
 func (r Result) Restore() string { return engine.FormatPhases(r.Status) }
+
+// Client is the operator API client of the lab's server, dialling inside
+// the lab's namespace with the lab's token: the lab drives ingot as an
+// operator does, never through its database.
+func (l *Lab) Client() *client.Client {
+	if l.client == nil {
+		c, err := client.New(client.Config{Server: l.State.ServerURL, Token: l.State.Token, HTTP: l.HTTP})
+		if err != nil {
+			panic(fmt.Sprintf("lab: server URL %q: %v", l.State.ServerURL, err)) // the lab writes it itself
+		}
+		l.client = c
+	}
+	return l.client
+}
 
 // Reimage starts reimage jobs for the named machines (all when none) and
 // follows them to their end, printing progress as it changes.
@@ -40,13 +55,13 @@ func (l *Lab) Reimage(ctx context.Context, names ...string) ([]Result, error) {
 
 // Start starts reimage jobs and returns machine name -> job ID.
 func (l *Lab) Start(ctx context.Context, names ...string) (map[string]string, error) {
-	var res []apiserver.ReimageResult
-	if _, err := l.API(ctx, "POST", "/api/v1/reimage", apiserver.ReimageRequest{Machines: names, Reason: "lab"}, &res); err != nil {
+	res, err := l.Client().Reimage(ctx, wire.ReimageRequest{Machines: names, Reason: "lab"})
+	if err != nil {
 		return nil, err
 	}
 	jobs := map[string]string{}
 	for _, r := range res {
-		if r.Error != "" {
+		if r.Error != "" || r.Job == nil {
 			return nil, fmt.Errorf("reimage %s: %s", r.Machine, r.Error)
 		}
 		jobs[r.Machine] = r.Job.ID
@@ -58,58 +73,46 @@ func (l *Lab) Start(ctx context.Context, names ...string) (map[string]string, er
 // Follow polls jobs until each has ended.
 func (l *Lab) Follow(ctx context.Context, jobs map[string]string) ([]Result, error) {
 	last := map[string]string{}
+	ended, err := l.Client().Follow(ctx, jobs, time.Second, func(name string, j *wire.Job) {
+		st := Status(j)
+		line := fmt.Sprintf("%s: %s", j.Step, j.State)
+		if st.Total > 0 && j.Step == engine.StepImage {
+			line += fmt.Sprintf(" %d/%d bytes", st.Bytes, st.Total)
+		}
+		if line != last[name] {
+			fmt.Fprintf(l.cfg.Out, "lab: %s: %s\n", name, line)
+			last[name] = line
+		}
+	})
 	var out []Result
-	for len(out) < len(jobs) {
-		out = out[:0]
-		for name, id := range jobs {
-			j, err := l.Job(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			st, _ := engine.Status(j)
-			line := fmt.Sprintf("%s: %s", j.Step, j.State)
-			if st.Total > 0 && j.Step == engine.StepImage {
-				line += fmt.Sprintf(" %d/%d bytes", st.Bytes, st.Total)
-			}
-			if line != last[name] {
-				fmt.Fprintf(l.cfg.Out, "lab: %s: %s\n", name, line)
-				last[name] = line
-			}
-			if j.State != store.JobRunning {
-				out = append(out, Result{Machine: name, Job: *j, Status: st})
-			}
-		}
-		if len(out) == len(jobs) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return out, ctx.Err()
-		case <-time.After(time.Second):
+	for name, j := range ended {
+		if j.State != wire.JobRunning {
+			out = append(out, Result{Machine: name, Job: *j, Status: Status(j)})
 		}
 	}
-	return out, nil
+	return out, err
+}
+
+// Status decodes a reimage job's status (empty when it has none).
+func Status(j *wire.Job) engine.ReimageStatus {
+	var st engine.ReimageStatus
+	if len(j.Status) > 0 {
+		_ = json.Unmarshal(j.Status, &st)
+	}
+	return st
 }
 
 // Job reads one job.
-func (l *Lab) Job(ctx context.Context, id string) (*store.Job, error) {
-	var j store.Job
-	_, err := l.API(ctx, "GET", "/api/v1/jobs/"+id, nil, &j)
-	return &j, err
-}
+func (l *Lab) Job(ctx context.Context, id string) (*wire.Job, error) { return l.Client().Job(ctx, id) }
 
 // Machine reads one machine.
 func (l *Lab) Machine(ctx context.Context, name string) (*machine.Machine, error) {
-	var m machine.Machine
-	_, err := l.API(ctx, "GET", "/api/v1/machines/"+name, nil, &m)
-	return &m, err
+	return l.Client().Machine(ctx, name)
 }
 
 // Events reads a machine's events.
 func (l *Lab) Events(ctx context.Context, name string) ([]machine.Event, error) {
-	var evs []machine.Event
-	_, err := l.API(ctx, "GET", "/api/v1/machines/"+name+"/events", nil, &evs)
-	return evs, err
+	return l.Client().Events(ctx, name, 0, 0)
 }
 
 // WaitConsole waits until a VM's serial console shows marker.

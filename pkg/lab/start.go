@@ -3,10 +3,8 @@ package lab
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,8 +14,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/ingot-dev/ingot/pkg/apiserver"
 	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -35,7 +33,7 @@ func (l *Lab) start(ctx context.Context) error {
 	if err := l.createToken(ctx, data); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+apiserver.NewSecret("")[:12]+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
 		return err
 	}
 	if _, err := l.spawn("bmc", "lab", "bmc", "--dir", l.cfg.Dir); err != nil {
@@ -181,7 +179,9 @@ func (l *Lab) createToken(ctx context.Context, data string) error {
 		return err
 	}
 	defer s.Close()
-	secret, _, err := apiserver.CreateOperatorToken(ctx, s, "lab", 0, time.Now())
+	// The first operator token is made offline, before serve holds the
+	// database, as `ingot admin token create` does.
+	secret, _, err := fleet.CreateToken(ctx, s, "lab", fleet.ScopeOperator, 0, time.Now())
 	l.State.Token = secret
 	return err
 }
@@ -194,7 +194,7 @@ func (l *Lab) enroll(ctx context.Context) error {
 			BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", vm.BMCPort),
 				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred")},
 		}
-		if _, err := l.API(ctx, "POST", "/api/v1/machines", m, nil); err != nil {
+		if _, err := l.Client().Enroll(ctx, m); err != nil {
 			return fmt.Errorf("enrolling %s: %w", vm.Name, err)
 		}
 	}
@@ -204,33 +204,6 @@ func (l *Lab) enroll(ctx context.Context) error {
 	}
 	cred := fmt.Sprintf("username=%s\npassword=%s\n", bmcUser, strings.TrimSpace(string(pw)))
 	return os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
-}
-
-// API calls the lab server's API with the lab's operator token.
-func (l *Lab) API(ctx context.Context, method, path string, in, out any) (int, error) {
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, l.State.ServerURL+path, body)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+l.State.Token)
-	resp, err := l.HTTP.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(data)))
-	}
-	if out != nil {
-		return resp.StatusCode, json.Unmarshal(data, out)
-	}
-	return resp.StatusCode, nil
 }
 
 // RewriteRecipe changes the lab's pinned recipe and restarts ingot serve so

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/client"
+	"github.com/ingot-dev/ingot/pkg/engine"
+)
+
+const jobUsage = `Usage: ingot job COMMAND
+
+  ls [--state running|succeeded|failed|cancelled] [--limit N] [--after KEY]
+                 jobs, newest first
+  show JOB       one job with its status (phases, progress, findings, checks)
+  cancel JOB [--reason TEXT]
+                 end a running job: its machines turn failed (reimage them),
+                 a rollout stops before its next wave
+
+Flags: --server, --token-file, --context (see 'ingot config'), -o table|json|yaml.
+`
+
+// runJob dispatches `ingot job SUBCOMMAND`.
+func runJob(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(e.stderr, jobUsage)
+		return errUsage
+	}
+	fs := e.flagSet("job "+args[0], "job "+args[0]+" ...")
+	af := addAPIFlags(fs)
+	state := fs.String("state", "", "only jobs in this state")
+	limit := fs.Int("limit", 0, "at most N jobs (0: all)")
+	after := fs.String("after", "", "the next page: the key the previous one printed")
+	reason := fs.String("reason", "", "why (job cancel)")
+	pos, err := parseWithArgs(e, fs, args[1:])
+	if err != nil {
+		return helpOK(err)
+	}
+	c, err := af.client(e)
+	if err != nil {
+		return fmt.Errorf("job %s: %w", args[0], err)
+	}
+	switch {
+	case args[0] == "ls" && len(pos) == 0:
+		return jobList(ctx, e, c, af.output, client.ListOptions{JobState: *state, Limit: *limit, After: *after})
+	case args[0] == "show" && len(pos) == 1:
+		j, err := c.Job(ctx, pos[0])
+		if err != nil {
+			return fmt.Errorf("job show: %w", err)
+		}
+		return e.render(af.output, j, func() error { return writeJob(e, j) })
+	case args[0] == "cancel" && len(pos) == 1:
+		j, err := c.CancelJob(ctx, pos[0], *reason)
+		if err != nil {
+			return fmt.Errorf("job cancel: %w", err)
+		}
+		fmt.Fprintf(e.stdout, "job %s %s: %s\n", j.ID, j.State, j.Reason)
+		return nil
+	}
+	fmt.Fprint(e.stderr, jobUsage)
+	return errUsage
+}
+
+func jobList(ctx context.Context, e *env, c *client.Client, output string, o client.ListOptions) error {
+	var all []wire.Job
+	for {
+		page, next, err := c.Jobs(ctx, o)
+		if err != nil {
+			return fmt.Errorf("job ls: %w", err)
+		}
+		all = append(all, page...)
+		if next == "" || o.Limit > 0 {
+			if next != "" {
+				fmt.Fprintf(e.stderr, "more: ingot job ls --limit %d --after %s\n", o.Limit, next)
+			}
+			break
+		}
+		o.After = next
+	}
+	if all == nil {
+		all = []wire.Job{}
+	}
+	return e.render(output, all, func() error {
+		t := newCLITable(e.stdout, "ID", "KIND", "STATE", "STEP", "MACHINES", "CREATED", "REASON")
+		for _, j := range all {
+			t.row(j.ID, j.Kind, j.State, j.Step, fmt.Sprint(len(j.Machines)), tableTime(j.Created), j.Reason)
+		}
+		return t.flush()
+	})
+}
+
+func writeJob(e *env, j *wire.Job) error {
+	for _, kv := range [][2]string{{"ID", j.ID}, {"Kind", j.Kind}, {"State", j.State}, {"Step", j.Step},
+		{"Machines", strings.Join(j.Machines, ", ")}, {"Reason", j.Reason}, {"Created", tableTime(j.Created)},
+		{"Updated", tableTime(j.Updated)}, {"Deadline", tableTime(j.Deadline)}} {
+		fmt.Fprintf(e.stdout, "%-9s %s\n", kv[0]+":", firstNonEmpty(kv[1], "-"))
+	}
+	if j.Kind == "reimage" {
+		st := jobStatus(j)
+		fmt.Fprintf(e.stdout, "Restore:  %s\n", engine.FormatPhases(st))
+		for _, c := range append(st.Checks, st.BurnIn...) {
+			verdict := "ok"
+			switch {
+			case c.Skipped:
+				verdict = "SKIPPED"
+			case !c.OK:
+				verdict = "FAILED"
+			}
+			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, verdict, c.Value, c.Detail)
+		}
+	}
+	return nil
+}

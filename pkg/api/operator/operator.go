@@ -1,0 +1,176 @@
+// Package operator is the wire contract of ingot's operator API (the
+// /api/v1 routes an operator's token opens): every request and response
+// body, apart from the records the server persists. The server
+// (pkg/apiserver) maps its core's answers onto these types; the client
+// (pkg/client) and anything else that speaks the API read only these.
+// openapi.yaml in pkg/apiserver documents the same shapes, and a test holds
+// the two together.
+//
+// Machines, events and inventories travel as pkg/machine's plain types.
+package operator
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// VersionHeader carries the server's version on every answer; the CLI warns
+// when it differs from its own.
+const VersionHeader = "X-Ingot-Version"
+
+// Error is the body of every answer with a status of 400 or more.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// SetRecipeRequest is the body of PUT /api/v1/machines/{id}/recipe; an
+// empty recipe unassigns.
+type SetRecipeRequest struct {
+	Recipe string `json:"recipe"`
+}
+
+// WaiverRequest is the body of POST /api/v1/machines/{id}/waivers.
+type WaiverRequest struct {
+	Check  string `json:"check"`
+	Reason string `json:"reason"`
+}
+
+// Finding is one way an inventory differs from its recipe.
+type Finding struct {
+	Severity string `json:"severity"` // critical, warning, info
+	Part     string `json:"part"`
+	Message  string `json:"message"`
+	Expected string `json:"expected,omitempty"`
+	Found    string `json:"found,omitempty"`
+	Check    string `json:"check,omitempty"` // the acceptance check that judges the same fact
+}
+
+// Inspection is the answer of POST /api/v1/machines/{id}/inspect.
+type Inspection struct {
+	Machine  string    `json:"machine"`
+	Snapshot uint64    `json:"snapshot"`
+	Recipe   string    `json:"recipe,omitempty"` // judged against; "" when no drift check ran
+	Note     string    `json:"note,omitempty"`   // why no drift check ran
+	Findings []Finding `json:"findings"`
+	Summary  string    `json:"summary"`
+	// Inventory is what the BMC reported.
+	Inventory machine.Inventory `json:"inventory"`
+}
+
+// Snapshot is one kept inventory of a machine.
+type Snapshot struct {
+	Seq       uint64            `json:"seq"`
+	MachineID string            `json:"machine_id"`
+	Taken     time.Time         `json:"taken"`
+	Inventory machine.Inventory `json:"inventory"`
+}
+
+// InventoryDiff is the answer of GET /api/v1/machines/{id}/inventory/diff.
+type InventoryDiff struct {
+	Machine string           `json:"machine"`
+	From    Snapshot         `json:"from"`
+	To      Snapshot         `json:"to"`
+	Changes []machine.Change `json:"changes"`
+}
+
+// Job is a reimage or rollout job. Spec and Status are the job kind's own
+// (engine.ReimageSpec/ReimageStatus, RolloutSpec/RolloutStatus).
+type Job struct {
+	ID       string          `json:"id"`
+	Kind     string          `json:"kind"` // reimage, rollout
+	Machines []string        `json:"machines"`
+	State    string          `json:"state"` // running, succeeded, failed, canceled
+	Step     string          `json:"step,omitempty"`
+	Attempt  int             `json:"attempt,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Spec     json.RawMessage `json:"spec,omitempty"`
+	Status   json.RawMessage `json:"status,omitempty"`
+	Created  time.Time       `json:"created"`
+	Updated  time.Time       `json:"updated"`
+	Deadline time.Time       `json:"deadline,omitempty"`
+}
+
+// Job states.
+const (
+	JobRunning   = "running"
+	JobSucceeded = "succeeded"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+)
+
+// CancelRequest is the body of POST /api/v1/jobs/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReimageRequest is the body of POST /api/v1/reimage.
+type ReimageRequest struct {
+	Machines []string `json:"machines"`
+	DryRun   bool     `json:"dry_run,omitempty"`
+	Reason   string   `json:"reason,omitempty"`
+}
+
+// Plan is what a reimage would do (dry run), or why it cannot.
+type Plan struct {
+	Machine  string   `json:"machine"`
+	Name     string   `json:"name"`
+	Recipe   string   `json:"recipe"`
+	Steps    []string `json:"steps"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// ReimageResult is one machine's answer to a ReimageRequest.
+type ReimageResult struct {
+	Machine string `json:"machine"`
+	Plan    *Plan  `json:"plan,omitempty"`
+	Job     *Job   `json:"job,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// RolloutRequest is the body of POST /api/v1/rollouts.
+type RolloutRequest struct {
+	Recipe      string   `json:"recipe"`
+	Machines    []string `json:"machines,omitempty"` // default: every machine of the recipe
+	Canary      int      `json:"canary,omitempty"`   // size of the first wave (default 1)
+	Batch       int      `json:"batch"`              // size of later waves
+	MaxFailures int      `json:"max_failures"`
+	PerRack     int      `json:"per_rack,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+}
+
+// TokenRequest is the body of POST /api/v1/tokens.
+type TokenRequest struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope,omitempty"` // operator (default) or read-only
+	// TTL is a Go duration such as 720h; "" or "0": until revoked.
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Token is an operator token as listed: never its secret or hash.
+type Token struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	Scope   string    `json:"scope"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires,omitempty"`
+}
+
+// TokenCreated answers POST /api/v1/tokens: the secret is shown this once.
+type TokenCreated struct {
+	Token  Token  `json:"token"`
+	Secret string `json:"secret"`
+}
+
+// Image is a golden image (or agent artifact) in the server's content store.
+type Image struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Version answers GET /api/v1/version.
+type Version struct {
+	Version string `json:"version"`
+}

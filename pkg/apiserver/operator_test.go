@@ -1,0 +1,132 @@
+package apiserver
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// Each wire type the OpenAPI document names has exactly the document's
+// properties: the document and pkg/api/operator cannot drift apart.
+func TestOpenAPIMatchesWireTypes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(OpenAPI(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{wire.Error{}, wire.Job{}, wire.CancelRequest{}, wire.SetRecipeRequest{}, wire.WaiverRequest{},
+		wire.Finding{}, wire.Inspection{}, wire.Snapshot{}, wire.InventoryDiff{}, wire.ReimageRequest{}, wire.Plan{},
+		wire.ReimageResult{}, wire.RolloutRequest{}, wire.TokenRequest{}, wire.Token{}, wire.TokenCreated{}, wire.Image{},
+		wire.Version{}, machine.Machine{}} {
+		typ := reflect.TypeOf(v)
+		schema, ok := doc.Components.Schemas[typ.Name()]
+		if !ok {
+			t.Errorf("openapi.yaml has no schema %s", typ.Name())
+			continue
+		}
+		var fields, props []string
+		for i := range typ.NumField() {
+			if tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ","); tag != "" && tag != "-" {
+				fields = append(fields, tag)
+			}
+		}
+		for p := range schema.Properties {
+			props = append(props, p)
+		}
+		sort.Strings(fields)
+		sort.Strings(props)
+		if d := cmp.Diff(props, fields); d != "" {
+			t.Errorf("schema %s and %s differ (-documented +wire):\n%s", typ.Name(), typ, d)
+		}
+	}
+}
+
+// The operator routes over the fleet core: enrolment rules, mid-job refusals
+// naming the job, tokens with scopes, paging, cancel, the version header.
+func TestOperatorRoutes(t *testing.T) {
+	f := newFixture(t)
+	steps := []struct {
+		name, method, path string
+		body               any
+		code               int
+		want               string
+	}{
+		{"state at enrolment", "POST", "/api/v1/machines", machine.Machine{Name: "node3", MACs: []string{"52:54:00:00:00:03"}, State: "ready"}, 400, "never at enrolment"},
+		{"injection in a name", "POST", "/api/v1/machines", machine.Machine{Name: "n3 initrd=evil", MACs: []string{"52:54:00:00:00:03"}}, 400, "DNS-style"},
+		{"enrol", "POST", "/api/v1/machines", machine.Machine{Name: "node3", MACs: []string{"52:54:00:00:00:03"}, Recipe: "lab-qemu"}, 201, `"state": "enrolled"`},
+		{"page 1", "GET", "/api/v1/machines?limit=2", nil, 200, `"node2"`},
+		{"page 2", "GET", "/api/v1/machines?limit=2&after=node2", nil, 200, `"node3"`},
+		{"unknown recipe", "PUT", "/api/v1/machines/node3/recipe", wire.SetRecipeRequest{Recipe: "nope"}, 400, `recipe \"nope\": unknown recipe`},
+		{"unassign", "PUT", "/api/v1/machines/node3/recipe", wire.SetRecipeRequest{}, 200, `"name": "node3"`},
+		{"reimage", "POST", "/api/v1/reimage", wire.ReimageRequest{Machines: []string{"node1"}}, 202, `"state": "running"`},
+		{"set-recipe mid-job", "PUT", "/api/v1/machines/node1/recipe", wire.SetRecipeRequest{Recipe: "lab-qemu"}, 409, "is in a running job j-"},
+		{"rm mid-job", "DELETE", "/api/v1/machines/node1", nil, 409, "is in a running job j-"},
+		{"inspect mid-job", "POST", "/api/v1/machines/node1/inspect", nil, 409, "is in a running job"},
+		{"bad token scope", "POST", "/api/v1/tokens", wire.TokenRequest{Name: "ci", Scope: "root"}, 400, `scope \"root\": expected operator or read-only`},
+		{"version", "GET", "/api/v1/version", nil, 200, `"version": "test-1"`},
+		{"images", "GET", "/api/v1/images", nil, 200, "[]"},
+	}
+	for _, s := range steps {
+		code, body := f.do(t, s.method, s.path, f.operator, s.body)
+		if code != s.code || !strings.Contains(string(body), s.want) {
+			t.Errorf("%s: %s %s = %d %s; want %d with %q", s.name, s.method, s.path, code, body, s.code, s.want)
+		}
+	}
+	// Pages: the first holds node1 and node2 only.
+	if _, body := f.do(t, "GET", "/api/v1/machines?limit=2", f.operator, nil); strings.Contains(string(body), "node3") {
+		t.Errorf("page 1 holds node3: %s", body)
+	}
+	// The running job, cancelled: node1 turns failed and may be removed.
+	_, body := f.do(t, "GET", "/api/v1/jobs?state=running", f.operator, nil)
+	var jobs []wire.Job
+	if err := json.Unmarshal(body, &jobs); err != nil || len(jobs) != 1 {
+		t.Fatalf("running jobs: %s", body)
+	}
+	if code, body := f.do(t, "POST", "/api/v1/jobs/"+jobs[0].ID+"/cancel", f.operator, wire.CancelRequest{Reason: "wrong rack"}); code != 200 || !strings.Contains(string(body), `"state": "cancelled"`) {
+		t.Errorf("cancel: %d %s", code, body)
+	}
+	if code, body := f.do(t, "POST", "/api/v1/jobs/"+jobs[0].ID+"/cancel", f.operator, nil); code != 409 {
+		t.Errorf("second cancel: %d %s, want 409", code, body)
+	}
+	if code, body := f.do(t, "DELETE", "/api/v1/machines/node1", f.operator, nil); code != 204 {
+		t.Errorf("rm after cancel: %d %s", code, body)
+	}
+}
+
+func TestTokenScopes(t *testing.T) {
+	f := newFixture(t)
+	code, body := f.do(t, "POST", "/api/v1/tokens", f.operator, wire.TokenRequest{Name: "viewer", Scope: "read-only", TTL: "1h"})
+	var made wire.TokenCreated
+	if err := json.Unmarshal(body, &made); code != 201 || err != nil || made.Secret == "" || made.Token.Expires.IsZero() {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, body := f.do(t, "GET", "/api/v1/machines", made.Secret, nil); code != 200 {
+		t.Errorf("read-only GET: %d %s", code, body)
+	}
+	if code, body := f.do(t, "POST", "/api/v1/reimage", made.Secret, wire.ReimageRequest{Machines: []string{"node1"}}); code != 403 || !strings.Contains(string(body), "read-only") {
+		t.Errorf("read-only POST: %d %s, want 403", code, body)
+	}
+	_, body = f.do(t, "GET", "/api/v1/tokens", f.operator, nil)
+	if strings.Contains(string(body), "hash") || !strings.Contains(string(body), "viewer") {
+		t.Errorf("token list %s: want viewer, never a hash", body)
+	}
+	if code, _ := f.do(t, "DELETE", "/api/v1/tokens/"+made.Token.ID, f.operator, nil); code != 204 {
+		t.Errorf("revoke: %d", code)
+	}
+	if code, _ := f.do(t, "GET", "/api/v1/machines", made.Secret, nil); code != 401 {
+		t.Errorf("revoked token: %d, want 401 at once, without a restart", code)
+	}
+}

@@ -1,0 +1,118 @@
+// Package fleet is the one owner of machine records: enrolment, recipe
+// assignment, removal, inspection through the BMC, discovery and operator
+// tokens. The API and the CLI carry requests to it and render its answers;
+// none of them writes a machine record itself. Every change it makes leaves
+// one event naming the actor and the reason.
+//
+// Errors: ErrInvalid (the request is malformed: names the field and what
+// was expected), ErrBusy (the machine is in a running job: names the job),
+// and the store's ErrNotFound, ErrExists and ErrConflict, wrapped with what
+// was being done.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Errors callers classify with errors.Is.
+var (
+	ErrInvalid = errors.New("invalid request")
+	ErrBusy    = errors.New("machine is in a running job")
+)
+
+// RecipeSource returns a resolved, linted recipe by name.
+type RecipeSource func(name string) (*recipe.Recipe, error)
+
+// BMCReader is the part of a BMC session inspection needs.
+type BMCReader interface {
+	Inventory(ctx context.Context) (machine.Inventory, error)
+	Close() error
+}
+
+// DialBMC opens a session to a machine's BMC with the credentials its
+// reference names.
+type DialBMC func(ctx context.Context, m *machine.Machine) (BMCReader, error)
+
+// Config builds a Service.
+type Config struct {
+	Store   store.Store
+	Recipes RecipeSource
+	// DialBMC reads inventories for Inspect; nil: Inspect fails.
+	DialBMC DialBMC
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Service owns machine state. Safe for concurrent use.
+type Service struct {
+	store   store.Store
+	recipes RecipeSource
+	dial    DialBMC
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// New builds a Service; Store and Recipes are required.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Recipes == nil {
+		return nil, errors.New("fleet: Store and Recipes are required")
+	}
+	s := &Service{store: cfg.Store, recipes: cfg.Recipes, dial: cfg.DialBMC, log: cfg.Logger, now: cfg.Now}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s, nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// event appends one event; a failure is logged, never hidden from the log.
+func (s *Service) event(ctx context.Context, ev machine.Event) {
+	ev.Time = s.now()
+	if _, err := s.store.AppendEvent(ctx, ev); err != nil {
+		s.log.Error("recording event", "machine", ev.Machine, "kind", ev.Kind, "err", err)
+	}
+}
+
+// busy returns ErrBusy naming the running job that holds the machine, or
+// nil when none does.
+func (s *Service) busy(ctx context.Context, m *machine.Machine, doing string) error {
+	jobs, err := s.store.ListJobs(ctx, store.JobRunning)
+	if err != nil {
+		return fmt.Errorf("%s %s: listing running jobs: %w", doing, m.Name, err)
+	}
+	for _, j := range jobs {
+		for _, id := range j.Machines {
+			if id == m.ID {
+				return fmt.Errorf("%s %s: %w %s (%s at %s): wait for it or cancel it with 'ingot job cancel %s'",
+					doing, m.Name, ErrBusy, j.ID, j.Kind, j.Step, j.ID)
+			}
+		}
+	}
+	return nil
+}
+
+// assignable checks that name is a recipe a machine may use.
+func (s *Service) assignable(name string) error {
+	r, err := s.recipes(name)
+	if err != nil {
+		return invalid("recipe %q: %v", name, err)
+	}
+	if r.IsTemplate() {
+		return invalid("recipe %q is a template (template: true): it is only extended, never assigned to a machine", name)
+	}
+	return nil
+}
