@@ -70,6 +70,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	}
 	return serve.Run(ctx, cfg, serve.Deps{
 		Store:     st,
+		Discover:  prov.fleet,
 		Artifacts: arts,
 		Recipes:   recipes,
 		Tokens:    prov.api,

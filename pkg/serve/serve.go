@@ -15,6 +15,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
+	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -23,7 +24,10 @@ import (
 
 // Deps are the things Run serves from, made by the caller (cmd/ingot).
 type Deps struct {
-	Store     store.Store
+	Store store.Store
+	// Discover records unknown network-boot clients (--unknown discover):
+	// the fleet service.
+	Discover  dhcp.Discoverer
 	Artifacts *artifact.Store
 	Recipes   httpboot.RecipeFunc
 	// Tokens issues machines' boot credentials (the API server, over

@@ -35,6 +35,7 @@ func newDHCP(cfg Config, d Deps, serverIP netip.Addr, publicURL string) (Service
 		Unknown:    cfg.Unknown,
 		LeaseTime:  cfg.LeaseTime,
 		Store:      d.Store,
+		Discover:   d.Discover,
 		Logger:     d.Logger.With("service", "dhcp"),
 		Registerer: d.Registry,
 	})

@@ -37,7 +37,13 @@ type Store interface {
 	ListLeases(ctx context.Context) ([]store.Lease, error)
 	DeleteLease(ctx context.Context, mac string) error
 	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
-	CreateMachine(ctx context.Context, m *machine.Machine) error
+}
+
+// Discoverer records a network-boot client no machine has (--unknown
+// discover): the fleet service (pkg/fleet) creates it in state discovered
+// with an event, and returns the machine a MAC already has unchanged.
+type Discoverer interface {
+	Discover(ctx context.Context, mac, arch, actor string) (*machine.Machine, error)
 }
 
 // Modes.
@@ -71,6 +77,7 @@ type Config struct {
 	Unknown    string     // "ignore" or "discover"; "" = discover
 	LeaseTime  time.Duration
 	Store      Store
+	Discover   Discoverer            // required with Unknown discover
 	Logger     *slog.Logger          // nil = silent
 	Registerer prometheus.Registerer // nil = no metrics
 	Now        func() time.Time      // nil = time.Now
@@ -216,6 +223,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("dhcp unknown-machine policy %q: expected ignore or discover", c.Unknown)
 	case c.Store == nil && c.Mode != ModeOff:
 		return c, errors.New("dhcp: no store configured")
+	case c.Unknown == UnknownDiscover && c.Discover == nil && c.Mode != ModeOff:
+		return c, errors.New("dhcp: --unknown discover needs a discoverer (the fleet service) to record unknown machines")
 	case c.Mode == ModeFull && len(c.Pools) == 0:
 		return c, errors.New("dhcp full mode needs at least one pool (--dhcp-pool SUBNET,START-END)")
 	case c.ServerIP.IsValid() && !c.ServerIP.Is4():

@@ -54,7 +54,7 @@ func newE2ELabMode(t *testing.T, mode string) *e2eLab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg := dhcp.Config{Interface: "br0", Mode: mode, HTTPBase: "http://10.77.0.1:8080", Store: st, Unknown: dhcp.UnknownDiscover}
+	cfg := dhcp.Config{Interface: "br0", Mode: mode, HTTPBase: "http://10.77.0.1:8080", Store: st, Discover: discoverer(st), Unknown: dhcp.UnknownDiscover}
 	if mode == dhcp.ModeFull {
 		pool, _ := dhcp.ParsePool("10.77.0.0/24,10.77.0.100-10.77.0.199,router=10.77.0.1")
 		cfg.Pools = []dhcp.Pool{pool}

@@ -46,13 +46,13 @@ func pair(t *testing.T) (srv, cli *netns.NS) {
 	return srv, cli
 }
 
-func fullConfig(st dhcp.Store, lease time.Duration) dhcp.Config {
+func fullConfig(st store.Store, lease time.Duration) dhcp.Config {
 	pool, err := dhcp.ParsePool("10.77.0.0/24,10.77.0.100-10.77.0.199,router=10.77.0.1,dns=10.77.0.1")
 	if err != nil {
 		panic(err)
 	}
 	return dhcp.Config{Interface: "eth0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
-		HTTPBase: "http://10.77.0.1:8080", LeaseTime: lease, Store: st, Unknown: dhcp.UnknownDiscover,
+		HTTPBase: "http://10.77.0.1:8080", LeaseTime: lease, Store: st, Discover: discoverer(st), Unknown: dhcp.UnknownDiscover,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
@@ -309,7 +309,7 @@ func TestIntegrationProxyBesideDnsmasq(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "ingot.db"))
 	defer st.Close()
 	serve(t, srv, dhcp.Config{Interface: "eth0", Mode: dhcp.ModeProxy, HTTPBase: "http://10.77.0.1:8080",
-		Store: st, Unknown: dhcp.UnknownDiscover})
+		Store: st, Discover: discoverer(st), Unknown: dhcp.UnknownDiscover})
 	time.Sleep(500 * time.Millisecond) // dnsmasq binds
 
 	// A plain client: dnsmasq's address, no boot file (ingot stays silent).

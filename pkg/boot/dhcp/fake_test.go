@@ -108,6 +108,16 @@ func (f *fakeStore) MachineByMAC(_ context.Context, mac string) (*machine.Machin
 	return &c, nil
 }
 
+// Discover records an unknown client as the fleet service does.
+func (f *fakeStore) Discover(ctx context.Context, mac, arch, _ string) (*machine.Machine, error) {
+	if m, err := f.MachineByMAC(ctx, mac); err == nil {
+		return m, nil
+	}
+	id := "mac-" + strings.ReplaceAll(mac, ":", "")
+	m := &machine.Machine{ID: id, Name: id, MACs: []string{mac}, Arch: arch, State: machine.StateDiscovered}
+	return m, f.CreateMachine(ctx, m)
+}
+
 func (f *fakeStore) CreateMachine(_ context.Context, m *machine.Machine) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

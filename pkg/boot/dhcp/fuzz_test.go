@@ -27,7 +27,7 @@ func FuzzHandle(f *testing.F) {
 			cfg.Mode, cfg.Pools = ModeProxy, nil
 		}
 		st := newFakeStore(enrolled()...)
-		cfg.Store, cfg.Now = st, func() time.Time { return t0 }
+		cfg.Store, cfg.Discover, cfg.Now = st, st, func() time.Time { return t0 }
 		h, err := NewHandler(cfg)
 		if err != nil {
 			t.Fatal(err)

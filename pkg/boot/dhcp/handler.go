@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -350,14 +349,11 @@ func (h *Handler) machine(ctx context.Context, mac string, c pxe.Client) (*machi
 	if h.cfg.Unknown != UnknownDiscover || !c.Bootable {
 		return nil, nil
 	}
-	now := h.cfg.Now()
-	id := "mac-" + strings.ReplaceAll(mac, ":", "")
-	m = &machine.Machine{ID: id, Name: id, MACs: []string{mac}, Arch: c.Arch, State: machine.StateDiscovered,
-		Created: now, Updated: now}
-	if err := h.cfg.Store.CreateMachine(ctx, m); err != nil && !errors.Is(err, store.ErrExists) {
+	m, err = h.cfg.Discover.Discover(ctx, mac, c.Arch, "dhcp")
+	if err != nil {
 		return nil, fmt.Errorf("recording discovered machine %s: %w", mac, err)
 	}
-	h.cfg.Logger.Info("dhcp discovered machine", "mac", mac, "machine", id, "arch", c.Arch)
+	h.cfg.Logger.Info("dhcp discovered machine", "mac", mac, "machine", m.ID, "arch", c.Arch)
 	return m, nil
 }
 

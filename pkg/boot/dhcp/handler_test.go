@@ -337,7 +337,7 @@ func TestHandleExchanges(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
-			cfg.Store, cfg.Now = st, func() time.Time { return now }
+			cfg.Store, cfg.Discover, cfg.Now = st, st, func() time.Time { return now }
 			h, err := NewHandler(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -407,7 +407,7 @@ func golden(t *testing.T, path, got string) {
 func TestHandleStoreFailure(t *testing.T) {
 	st := newFakeStore(enrolled()...)
 	cfg := baseConfig()
-	cfg.Store = st
+	cfg.Store, cfg.Discover = st, st
 	reg := prometheus.NewRegistry()
 	cfg.Registerer = reg
 	h, err := NewHandler(cfg)
@@ -440,11 +440,12 @@ func TestConfigErrors(t *testing.T) {
 		mod  func(*Config)
 		want string
 	}{
-		"bad mode":     {func(c *Config) { c.Mode = "relay" }, `dhcp mode "relay": expected full, proxy or off`},
-		"bad unknown":  {func(c *Config) { c.Unknown = "boot" }, `dhcp unknown-machine policy "boot": expected ignore or discover`},
-		"no pools":     {func(c *Config) { c.Pools = nil }, "dhcp full mode needs at least one pool (--dhcp-pool SUBNET,START-END)"},
-		"no store":     {func(c *Config) { c.Store = nil }, "dhcp: no store configured"},
-		"no server ip": {func(c *Config) { c.ServerIP = netip.Addr{} }, "dhcp: server IP must be set to an IPv4 address of the served interface"},
+		"bad mode":      {func(c *Config) { c.Mode = "relay" }, `dhcp mode "relay": expected full, proxy or off`},
+		"bad unknown":   {func(c *Config) { c.Unknown = "boot" }, `dhcp unknown-machine policy "boot": expected ignore or discover`},
+		"no pools":      {func(c *Config) { c.Pools = nil }, "dhcp full mode needs at least one pool (--dhcp-pool SUBNET,START-END)"},
+		"no store":      {func(c *Config) { c.Store = nil }, "dhcp: no store configured"},
+		"no discoverer": {func(c *Config) { c.Discover = nil }, "dhcp: --unknown discover needs a discoverer (the fleet service) to record unknown machines"},
+		"no server ip":  {func(c *Config) { c.ServerIP = netip.Addr{} }, "dhcp: server IP must be set to an IPv4 address of the served interface"},
 		"range outside": {func(c *Config) { c.Pools[0].End = netip.MustParseAddr("10.78.0.1") },
 			"pool 10.77.0.0/24: range 10.77.0.100-10.78.0.1 is not inside the subnet"},
 	}
@@ -452,6 +453,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := baseConfig()
 			cfg.Store = newFakeStore()
+			cfg.Discover = cfg.Store.(Discoverer)
 			tc.mod(&cfg)
 			_, err := NewHandler(cfg)
 			if err == nil || err.Error() != tc.want {
@@ -504,7 +506,7 @@ func TestParsePool(t *testing.T) {
 func TestHandleConcurrentUnique(t *testing.T) {
 	st := newFakeStore()
 	cfg := baseConfig()
-	cfg.Store = st
+	cfg.Store, cfg.Discover = st, st
 	cfg.Pools[0].End = netip.MustParseAddr("10.77.0.250") // 151 addresses for 200 clients
 	h, err := NewHandler(cfg)
 	if err != nil {
@@ -566,7 +568,7 @@ func TestRequestUsesOfferedMachine(t *testing.T) {
 			st := newFakeStore(enrolled()...)
 			now := t0
 			cfg := baseConfig()
-			cfg.Store, cfg.Now = st, func() time.Time { return now }
+			cfg.Store, cfg.Discover, cfg.Now = st, st, func() time.Time { return now }
 			h, err := NewHandler(cfg)
 			if err != nil {
 				t.Fatal(err)
