@@ -22,6 +22,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/burnin"
+	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -189,10 +190,11 @@ type hgxLab struct {
 func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	t.Helper()
 	dir, arts := hgxRecipes(t)
-	recipes, names, err := loadRecipes(dir)
+	cat, err := catalog.New(catalog.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
+	recipes, names := cat.Get, cat.Names
 	st := storetest.Open(t)
 	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, os.Getenv, slog.New(slog.DiscardHandler))
 	if err != nil {

@@ -341,3 +341,38 @@ func TestAdminOffline(t *testing.T) {
 		t.Errorf("admin on a held database after %s: %v", time.Since(start), err)
 	}
 }
+
+// Recipes reload under a running server: a new file is served within
+// seconds; a file that does not lint keeps the recipes in force and the
+// server's log names it, file:line.
+func TestRecipeReloadCLI(t *testing.T) {
+	recipes := cliRecipes(t)
+	s := startServe(t, recipes)
+	if _, _, err := s.run("machine", "add", "gpu-01", "--mac", "52:54:00:aa:bb:01", "--recipe", "gpu-infer"); err == nil {
+		t.Fatal("enrolled with a recipe the server does not have")
+	}
+	if err := os.WriteFile(filepath.Join(recipes, "gpu-infer.yaml"), []byte("name: gpu-infer\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, _, err := s.run("machine", "add", "gpu-01", "--mac", "52:54:00:aa:bb:01", "--recipe", "gpu-infer"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new recipe was not served within 15 s:\n%s", s.log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	bad := filepath.Join(recipes, "broken.yaml")
+	if err := os.WriteFile(bad, []byte("name: broken\nversion: 1.0.0\nhardware:\n  gpus:\n    - count: many\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(s.log.String(), bad+":5:") {
+		if time.Now().After(deadline.Add(15 * time.Second)) {
+			t.Fatalf("the server never named %s:5 in its log:\n%s", bad, s.log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	s.ok("machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--recipe", "gpu-infer")
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +75,8 @@ func (a *simAgent) call(ctx context.Context, tok, method, path string, in, out a
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, b)
 	}
 	if out != nil {
 		return json.NewDecoder(resp.Body).Decode(out)

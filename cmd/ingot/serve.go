@@ -6,15 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
-	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
+	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/engine"
-	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -44,10 +46,14 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// the DHCP benchmark). A few MiB more heap is the cheaper side.
 		debug.SetGCPercent(serveGCPercent)
 	}
-	recipes, names, err := loadRecipes(cfg.Recipes)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cat, err := catalog.New(catalog.Config{Dir: cfg.Recipes, Reload: hup, Logger: log.With("service", "recipes")})
 	if err != nil {
 		return err
 	}
+	recipes, names := cat.Get, cat.Names
 	st, err := store.Open(cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: log})
 	if err != nil {
 		return err
@@ -76,7 +82,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Tokens:    prov.api,
 		Logger:    log,
 		Mount:     []func(*http.ServeMux){prov.mount},
-		Services:  []serve.Service{serve.ServiceFunc("engine", prov.engine.Run)},
+		Services:  []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run)},
 	})
 }
 
@@ -100,29 +106,4 @@ func dhcpInfo(cfg serve.Config) (engine.DHCPInfo, error) {
 	}
 	info.ServerIP = ip
 	return info, nil
-}
-
-// loadRecipes loads the recipes folder once at start; an empty dir means
-// none (machines with a recipe then get an error script).
-func loadRecipes(dir string) (func(string) (*recipe.Recipe, error), func() []string, error) {
-	if dir == "" {
-		return func(name string) (*recipe.Recipe, error) {
-			return nil, fmt.Errorf("recipe %s: no --recipes folder configured", name)
-		}, func() []string { return nil }, nil
-	}
-	set, diags := recipe.LoadDir(dir)
-	if recipe.HasErrors(diags) {
-		var lines []string
-		for _, d := range diags {
-			lines = append(lines, d.String())
-		}
-		return nil, nil, fmt.Errorf("loading recipes from %s:\n%s", dir, strings.Join(lines, "\n"))
-	}
-	return func(name string) (*recipe.Recipe, error) {
-		r, ok := set.Get(name)
-		if !ok {
-			return nil, fmt.Errorf("recipe %s: not in %s (have %v)", name, dir, set.Names())
-		}
-		return r, nil
-	}, set.Names, nil
 }

@@ -37,7 +37,7 @@ func (e *Engine) OnTask(ctx context.Context, machineID string) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		return nil, fmt.Errorf("recipe %s: %w", sp.Recipe, err)
 	}
@@ -91,7 +91,7 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 		return nil // discovery or inspection: stored, nothing to decide
 	}
 	sp, _ := decodeSpec(j)
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func (e *Engine) OnChecks(ctx context.Context, machineID string, results []Check
 		return fmt.Errorf("checks from %s at step %s", machineID, from)
 	}
 	sp, _ := decodeSpec(j)
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (e *Engine) OnDone(ctx context.Context, machineID, step string, ok bool, re
 		return fmt.Errorf("agent on %s reported done at step %s; expected image or checks", machineID, j.Step)
 	}
 	sp, _ := decodeSpec(j)
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		return err
 	}
@@ -296,7 +296,7 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 		return fmt.Errorf("first boot from %s at step %s", machineID, j.Step)
 	}
 	sp, _ := decodeSpec(j)
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		return err
 	}

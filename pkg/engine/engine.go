@@ -193,6 +193,11 @@ type ReimageSpec struct {
 	// 1), empty outside a rollout: two-node burn-in tests pair only nodes
 	// of one wave, which boot and burn in together.
 	Wave string `json:"wave,omitempty"`
+	// Pinned is the resolved recipe the job started with, and
+	// RecipeDigest its digest: the job runs that version to its end,
+	// whatever a recipe reload brings meanwhile.
+	Pinned       json.RawMessage `json:"pinned_recipe,omitempty"`
+	RecipeDigest string          `json:"recipe_digest,omitempty"`
 }
 
 // ReimageStatus is a reimage job's progress, persisted with the job.
@@ -244,6 +249,19 @@ func decodeStatus(j *store.Job) (ReimageStatus, error) {
 		st.Phases = map[string]Phase{}
 	}
 	return st, nil
+}
+
+// jobRecipe is the recipe a job runs: the one pinned when it started, or
+// (jobs from before pinning) the one in force now.
+func (e *Engine) jobRecipe(sp ReimageSpec) (*recipe.Recipe, error) {
+	if len(sp.Pinned) == 0 {
+		return e.recipes(sp.Recipe)
+	}
+	var r recipe.Recipe
+	if err := json.Unmarshal(sp.Pinned, &r); err != nil {
+		return nil, fmt.Errorf("the recipe pinned in the job (%s, digest %s): %w", sp.Recipe, short(sp.RecipeDigest), err)
+	}
+	return &r, nil
 }
 
 func decodeSpec(j *store.Job) (ReimageSpec, error) {

@@ -145,6 +145,8 @@ func (h *harness) start(drift engine.DriftCheck) {
 			if name != "lab-qemu" {
 				return nil, errors.New("no such recipe")
 			}
+			h.mu.Lock()
+			defer h.mu.Unlock()
 			if h.recipe != nil {
 				return h.recipe, nil
 			}
@@ -424,6 +426,50 @@ func TestLoadWattsDuringBurnIn(t *testing.T) {
 	last := snaps[len(snaps)-1].Inventory
 	if last.Power.Watts != st.LoadWatts || len(last.Measurements) != 3 {
 		t.Errorf("verified inventory power %d W, measurements %+v", last.Power.Watts, last.Measurements)
+	}
+}
+
+// A recipe reloaded while a job runs does not change that job: it runs the
+// recipe it started with (pinned in its spec, with the digest), and the
+// next job gets the new one.
+func TestJobKeepsItsRecipe(t *testing.T) {
+	ctx := context.Background()
+	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	h.recipe = testRecipe()
+	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+	h.start(nil)
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp engine.ReimageSpec
+	if err := json.Unmarshal(j.Spec, &sp); err != nil || sp.RecipeDigest != testRecipe().Digest() || len(sp.Pinned) == 0 {
+		t.Fatalf("spec %s: want the recipe pinned with its digest", j.Spec)
+	}
+	reloaded := testRecipe()
+	reloaded.Drivers = map[string]string{"nvidia": "550.54.15"} // the reload pins another driver
+	h.mu.Lock()
+	h.recipe = reloaded
+	h.mu.Unlock()
+	h.waitStep(j.ID, engine.StepBoot)
+	h.e.OnTask(ctx, m.ID)
+	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	h.e.OnDone(ctx, m.ID, "handoff", true, "")
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if j = h.waitStep(j.ID, string(store.JobSucceeded)); j.State != store.JobSucceeded {
+		t.Fatalf("job %s: %s; want it to finish on the recipe it started with", j.State, j.Reason)
+	}
+	j2, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(j2.Spec, &sp); err != nil || sp.RecipeDigest != reloaded.Digest() {
+		t.Errorf("the next job pinned %s, want the reloaded recipe's %s", sp.RecipeDigest, reloaded.Digest())
 	}
 }
 

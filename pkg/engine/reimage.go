@@ -147,12 +147,15 @@ func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave stri
 	if err != nil {
 		return nil, err
 	}
+	sp := ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave}
 	if r, err := e.recipes(m.Recipe); err == nil {
 		if err := e.reserve(ctx, r, m); err != nil {
 			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)
 		}
+		sp.Pinned, _ = json.Marshal(r)
+		sp.RecipeDigest = r.Digest()
 	}
-	spec, _ := json.Marshal(ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave})
+	spec, _ := json.Marshal(sp)
 	job := &store.Job{
 		ID: newID("j-"), Kind: "reimage", Machines: []string{m.ID}, State: store.JobRunning,
 		Step: StepBMC, Spec: spec, Created: e.now(), Updated: e.now(),

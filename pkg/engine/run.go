@@ -102,7 +102,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 		e.fail(ctx, jobID, j.Step, err.Error())
 		return
 	}
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil {
 		e.fail(ctx, jobID, j.Step, "recipe: "+err.Error())
 		return
@@ -208,7 +208,7 @@ func (e *Engine) resumeLoadSampler(ctx context.Context, j *store.Job) {
 	if err != nil {
 		return
 	}
-	r, err := e.recipes(sp.Recipe)
+	r, err := e.jobRecipe(sp)
 	if err != nil || countStage(r.Acceptance.Checks, recipe.StageBurnIn) == 0 {
 		return
 	}
@@ -366,7 +366,7 @@ func (e *Engine) checkDeadlines(ctx context.Context) {
 		reason := fmt.Sprintf("step %s timed out after %s", j.Step, j.Deadline.Sub(j.Updated).Round(time.Second))
 		retries := e.defaults.Retries
 		if sp, err := decodeSpec(&j); err == nil {
-			if r, err := e.recipes(sp.Recipe); err == nil {
+			if r, err := e.jobRecipe(sp); err == nil {
 				retries = e.timeouts(r).Retries
 			}
 		}

@@ -4,7 +4,12 @@
 // resolves `extends`, diffs two versions and produces a JSON Schema.
 package recipe
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
 
 // Recipe is one server class. The YAML keys are the json tags; a field
 // without omitempty or omitzero is required when its mapping is given. The tags enum
@@ -230,4 +235,16 @@ type Timeouts struct {
 	Provision Duration `json:"provision,omitempty" doc:"agent start to image written"`
 	Verify    Duration `json:"verify,omitempty" doc:"acceptance and first boot"`
 	Retries   int      `json:"retries,omitempty" doc:"attempts per step before failed" min:"0"`
+}
+
+// Digest is the sha256 of the resolved recipe's JSON: two recipes with the
+// same digest provision a machine the same way. A job records it with the
+// recipe it started with.
+func (r *Recipe) Digest() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

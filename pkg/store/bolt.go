@@ -2,56 +2,17 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
-
-// Options configure Open. The zero value is usable.
-type Options struct {
-	// Timeout is how long Open waits for the file lock held by another
-	// process before failing with ErrLocked. Default 5s.
-	Timeout time.Duration
-	// History is how many inventory snapshots are kept per machine. Default 20.
-	History int
-	// Logger receives migration and slow-path messages. Default: discard.
-	Logger *slog.Logger
-	// Now is the clock stamped on records. Default time.Now.
-	Now func() time.Time
-	// BatchDelay is how long AppendEvent's group commit (bbolt Batch) waits
-	// for more writers before it starts. Default: bbolt's 10ms. A lone
-	// writer pays it on every call; 64 concurrent writers share one fsync.
-	// (Leases have their own group commit without a timer: the lease log.)
-	BatchDelay time.Duration
-}
-
-func (o Options) withDefaults() Options {
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
-	}
-	if o.History <= 0 {
-		o.History = 20
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return o
-}
 
 // Bolt is the Store kept in one bbolt file. It is safe for concurrent use
 // within one process; a second process gets ErrLocked from Open.
@@ -137,6 +98,7 @@ var (
 	bIdxSerial = []byte("idx_serial")
 	bIdxBMC    = []byte("idx_bmc")
 	bIdxName   = []byte("idx_name")
+	bMachRev   = []byte("machine_rev")
 	bInventory = []byte("inventory")
 	bEvents    = []byte("events")
 	bLeases    = []byte("leases")
@@ -212,15 +174,6 @@ func putJSON(bk *bolt.Bucket, key []byte, v any) error {
 		return fmt.Errorf("encoding %q: %w", key, err)
 	}
 	return bk.Put(key, raw)
-}
-
-// newID returns prefix + 10 random hex characters.
-func newID(prefix string) string {
-	var b [5]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err)) // never fails on Linux
-	}
-	return prefix + hex.EncodeToString(b[:])
 }
 
 // copyBytes returns a copy of a value read inside a transaction.

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -35,4 +36,42 @@ func ExampleOpen() {
 	}
 	fmt.Println(got.Name, got.MACs[0], got.State, got.ID == m.ID)
 	// Output: gpu-01 52:54:00:12:34:56 enrolled true
+}
+
+// A read-modify-write that must not overwrite a change made between the
+// read and the write: read the record and its revision together, decide,
+// and write only if the revision still holds; on ErrStale, read again.
+func ExampleStore_UpdateMachineRev() {
+	dir, err := os.MkdirTemp("", "ingot-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	s, err := store.OpenURL(ctx, "bolt://"+filepath.Join(dir, "ingot.db"), store.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateMachine(ctx, &machine.Machine{Name: "gpu-01"}); err != nil {
+		log.Fatal(err)
+	}
+
+	m, rev, err := s.GetMachineRev(ctx, "gpu-01")
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Meanwhile someone else writes the machine.
+	if _, err := s.UpdateMachine(ctx, "gpu-01", func(m *machine.Machine) error { m.Rack = "r7"; return nil }); err != nil {
+		log.Fatal(err)
+	}
+	_, _, err = s.UpdateMachineRev(ctx, m.ID, rev, func(m *machine.Machine) error { m.Recipe = "h100"; return nil })
+	fmt.Println("stale:", errors.Is(err, store.ErrStale))
+
+	m, rev, _ = s.GetMachineRev(ctx, m.ID) // read again, decide again
+	m, _, err = s.UpdateMachineRev(ctx, m.ID, rev, func(m *machine.Machine) error { m.Recipe = "h100"; return nil })
+	fmt.Println(m.Rack, m.Recipe, err)
+	// Output:
+	// stale: true
+	// r7 h100 <nil>
 }

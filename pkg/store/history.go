@@ -24,8 +24,8 @@ func (b *Bolt) PutInventory(ctx context.Context, machineID string, inv machine.I
 		if err != nil {
 			return err
 		}
-		seq, err = bk.NextSequence()
-		if err != nil {
+		seq = NextSeq(bk.Sequence())
+		if err := bk.SetSequence(seq); err != nil {
 			return err
 		}
 		snap := Snapshot{Seq: seq, MachineID: id, Taken: inv.Taken, Inventory: inv}
@@ -43,13 +43,10 @@ func (b *Bolt) PutInventory(ctx context.Context, machineID string, inv machine.I
 	return seq, nil
 }
 
-// trim deletes the snapshots older than the newest keep (newest is seq).
+// trim deletes the snapshots below OldestKept (newest is seq).
 // (Bucket.Stats does not count keys written in the open transaction.)
 func trim(bk *bolt.Bucket, seq uint64, keep int) error {
-	if seq <= uint64(keep) {
-		return nil
-	}
-	oldest := seq - uint64(keep) + 1
+	oldest := OldestKept(seq, keep)
 	c := bk.Cursor()
 	for k, _ := c.First(); k != nil && binary.BigEndian.Uint64(k) < oldest; k, _ = c.First() {
 		if err := c.Delete(); err != nil {
@@ -125,14 +122,12 @@ func childBucket(tx *bolt.Tx, parent []byte, idOrName string) (*bolt.Bucket, err
 // returns it with Seq, Machine (the ID) and, if zero, Time filled in. It
 // returns after the commit, sharing the fsync with concurrent callers.
 func (b *Bolt) AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error) {
-	if ev.Kind == "" {
-		return ev, fmt.Errorf("appending event to machine %s: kind is empty", ev.Machine)
-	}
-	if ev.Time.IsZero() {
-		ev.Time = b.opts.Now().UTC()
+	ev, err := NewEventRecord(ev, b.opts.Now())
+	if err != nil {
+		return ev, fmt.Errorf("appending event to machine %s: %w", ev.Machine, err)
 	}
 	var out machine.Event
-	err := b.batch(ctx, func(tx *bolt.Tx) error {
+	err = b.batch(ctx, func(tx *bolt.Tx) error {
 		id := resolveID(tx, ev.Machine)
 		if id == "" {
 			return ErrNotFound
@@ -143,7 +138,8 @@ func (b *Bolt) AppendEvent(ctx context.Context, ev machine.Event) (machine.Event
 		}
 		out = ev
 		out.Machine = id
-		if out.Seq, err = bk.NextSequence(); err != nil {
+		out.Seq = NextSeq(bk.Sequence())
+		if err := bk.SetSequence(out.Seq); err != nil {
 			return err
 		}
 		return putJSON(bk, u64(out.Seq), &out)

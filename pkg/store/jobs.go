@@ -2,42 +2,43 @@ package store
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// CreateJob stores a new job; an empty ID is generated ("j-" + 10 hex
-// characters), an empty State becomes pending, Created/Updated are stamped,
-// and j is updated in place.
+// CreateJob stores a new job (see JobStore and NewJobRecord); an empty ID
+// is generated ("j-" + 10 hex characters), an empty State becomes pending,
+// Created/Updated and Revision are set, and j is updated in place.
 func (b *Bolt) CreateJob(ctx context.Context, j *Job) error {
-	c := *j
-	if c.ID == "" {
-		c.ID = newID("j-")
+	c, err := NewJobRecord(j, b.opts.Now())
+	if err != nil {
+		return fmt.Errorf("creating job: %w", err)
 	}
-	if c.Kind == "" {
-		return fmt.Errorf("creating job %s: kind is empty", c.ID)
-	}
-	if c.State == "" {
-		c.State = JobPending
-	}
-	now := b.opts.Now().UTC()
-	c.Created, c.Updated = now, now
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err = b.update(ctx, func(tx *bolt.Tx) error {
 		jobs := tx.Bucket(bJobs)
 		if jobs.Get([]byte(c.ID)) != nil {
 			return ErrExists
 		}
-		return putJSON(jobs, []byte(c.ID), &c)
+		return putJob(jobs, &c)
 	})
 	if err != nil {
 		return fmt.Errorf("creating job %s: %w", c.ID, err)
 	}
 	*j = c
 	return nil
+}
+
+// putJob stores j with the next job revision (the jobs bucket's sequence is
+// the last one handed out).
+func putJob(jobs *bolt.Bucket, j *Job) error {
+	j.Revision = NextRevision(jobs.Sequence())
+	if err := jobs.SetSequence(j.Revision); err != nil {
+		return err
+	}
+	return putJSON(jobs, []byte(j.ID), j)
 }
 
 // GetJob returns the job with this ID.
@@ -84,34 +85,40 @@ func (b *Bolt) ListJobs(ctx context.Context, state JobState) ([]Job, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing jobs: %w", err)
 	}
-	sort.SliceStable(out, func(i, k int) bool {
-		if !out[i].Created.Equal(out[k].Created) {
-			return out[i].Created.Before(out[k].Created)
-		}
-		return out[i].ID < out[k].ID
-	})
+	SortJobs(out)
 	return out, nil
 }
 
-// UpdateJob runs fn on a copy of the job and stores the result in the same
-// transaction; an error from fn aborts.
+// UpdateJob runs fn on a copy of the job and stores the result, with the
+// next revision, in the same transaction; an error from fn aborts.
 func (b *Bolt) UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*Job, error) {
+	return b.updateJob(ctx, id, nil, fn)
+}
+
+// UpdateJobRev is UpdateJob if the job is at revision rev; ErrStale, and
+// nothing written, if it is not.
+func (b *Bolt) UpdateJobRev(ctx context.Context, id string, rev uint64, fn func(*Job) error) (*Job, error) {
+	return b.updateJob(ctx, id, &rev, fn)
+}
+
+func (b *Bolt) updateJob(ctx context.Context, id string, want *uint64, fn func(*Job) error) (*Job, error) {
 	var out *Job
 	err := b.update(ctx, func(tx *bolt.Tx) error {
-		j, err := getJob(tx, id)
+		old, err := getJob(tx, id)
 		if err != nil {
 			return err
 		}
-		created := j.Created
-		if err := fn(j); err != nil {
+		if want != nil {
+			if err := CheckRevision("job "+id, old.Revision, *want); err != nil {
+				return err
+			}
+		}
+		j, err := UpdatedJobRecord(old, fn, b.opts.Now())
+		if err != nil {
 			return err
 		}
-		if j.ID != id {
-			return fmt.Errorf("changing the ID to %s is not allowed", j.ID)
-		}
-		j.Created, j.Updated = created, b.opts.Now().UTC()
-		out = j
-		return putJSON(tx.Bucket(bJobs), []byte(id), j)
+		out = &j
+		return putJob(tx.Bucket(bJobs), &j)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("updating job %s: %w", id, err)
@@ -122,14 +129,12 @@ func (b *Bolt) UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*
 // PutToken stores t keyed by its hash (replacing a token with the same hash,
 // which is how revocation is written).
 func (b *Bolt) PutToken(ctx context.Context, t Token) error {
-	if raw, err := hex.DecodeString(t.Hash); err != nil || len(raw) != 32 {
-		return fmt.Errorf("storing token %s: hash %q: expected 64 hex characters of a SHA-256", t.Name, t.Hash)
+	rec, err := NewTokenRecord(t, b.opts.Now())
+	if err != nil {
+		return fmt.Errorf("storing token %s: %w", t.Name, err)
 	}
-	if t.Created.IsZero() {
-		t.Created = b.opts.Now().UTC()
-	}
-	err := b.update(ctx, func(tx *bolt.Tx) error {
-		return putJSON(tx.Bucket(bTokens), []byte(t.Hash), &t)
+	err = b.update(ctx, func(tx *bolt.Tx) error {
+		return putJSON(tx.Bucket(bTokens), []byte(rec.Hash), &rec)
 	})
 	if err != nil {
 		return fmt.Errorf("storing token %s: %w", t.Name, err)
@@ -184,6 +189,6 @@ func (b *Bolt) ListTokens(ctx context.Context) ([]Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
-	sort.SliceStable(out, func(i, k int) bool { return out[i].Created.Before(out[k].Created) })
+	slices.SortStableFunc(out, func(a, b Token) int { return a.Created.Compare(b.Created) })
 	return out, nil
 }

@@ -22,8 +22,8 @@ import (
 const leaseApplyDelay = 100 * time.Millisecond
 
 // PutLease stores l under its MAC (normalized) and indexes its IP. An IP held
-// by another MAC's live lease (offered or bound, not expired by the store's
-// clock) gives ErrConflict. It returns once the lease is durable in the
+// by another MAC's live lease (LeaseLive at the store's clock) gives
+// ErrConflict (LeaseConflict). It returns once the lease is durable in the
 // lease log, sharing the fdatasync with concurrent callers.
 func (b *Bolt) PutLease(ctx context.Context, l Lease) error {
 	return b.PutLeases(ctx, []Lease{l})[0]
@@ -38,16 +38,12 @@ func (b *Bolt) PutLeases(ctx context.Context, ls []Lease) []error {
 	ops := make([]leaseOp, len(ls))
 	errs := make([]error, len(ls))
 	for i, l := range ls {
-		mac, err := machine.NormalizeMAC(l.MAC)
-		switch {
-		case err != nil:
+		l, err := NormalizeLease(l)
+		if err != nil {
 			errs[i] = fmt.Errorf("storing lease: %w", err)
-		case !l.IP.IsValid():
-			errs[i] = fmt.Errorf("storing lease for %s: IP is missing", mac)
-		default:
-			l.MAC, l.IP = mac, l.IP.Unmap()
-			ops[i] = leaseOp{Put: &l}
+			continue
 		}
+		ops[i] = leaseOp{Put: &l}
 	}
 	errs = b.logLeases(ctx, ops, errs)
 	for i, err := range errs {
@@ -184,8 +180,8 @@ func (b *Bolt) writeLeaseRound(round []*leaseReq) {
 							r.errs[i] = fmt.Errorf("reading the lease of %s, which took %s: %w", holder, l.IP, err)
 							continue
 						}
-						if other != nil && other.IP == l.IP && other.live(now) {
-							r.errs[i] = fmt.Errorf("IP %s is leased to %s until %s: %w", l.IP, holder, other.Expires.Format("2006-01-02T15:04:05Z"), ErrConflict)
+						if err := LeaseConflict(other, l, now); err != nil {
+							r.errs[i] = err
 							continue
 						}
 					}
@@ -256,11 +252,6 @@ func (b *Bolt) ipHolder(tx *bolt.Tx, ip netip.Addr) string {
 		return mac
 	}
 	return string(tx.Bucket(bIdxIP).Get([]byte(ip.String())))
-}
-
-// live reports whether the lease still holds its address at now.
-func (l *Lease) live(now time.Time) bool {
-	return (l.State == "offered" || l.State == "bound") && now.Before(l.Expires)
 }
 
 // LeaseByMAC returns the lease of mac (any notation net.ParseMAC accepts).

@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -14,31 +14,18 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
-// NormalizeBMC is the form BMC endpoints are indexed by: trimmed, lower-case,
-// without a trailing slash.
-func NormalizeBMC(endpoint string) string {
-	return strings.TrimRight(strings.ToLower(strings.TrimSpace(endpoint)), "/")
-}
-
-// CreateMachine stores a new machine. An empty ID is generated ("m-" + 10 hex
-// characters), an empty State becomes enrolled, MACs are normalized, and
-// Created/Updated are stamped; m is updated in place. A name that is taken
-// gives ErrExists; a MAC, serial or BMC endpoint owned by another machine
-// gives ErrConflict naming it.
+// CreateMachine stores a new machine (see MachineStore and
+// NewMachineRecord): an empty ID is generated ("m-" + 10 hex characters),
+// an empty State becomes enrolled, MACs are normalized, and Created/Updated
+// are stamped; m is updated in place. A name that is taken gives ErrExists;
+// a MAC, serial or BMC endpoint owned by another machine gives ErrConflict
+// naming it. The machine gets its first revision.
 func (b *Bolt) CreateMachine(ctx context.Context, m *machine.Machine) error {
-	c := cloneMachine(m)
-	if c.ID == "" {
-		c.ID = newID("m-")
-	}
-	if c.State == "" {
-		c.State = machine.StateEnrolled
-	}
-	if err := normalizeMachine(&c); err != nil {
+	c, err := NewMachineRecord(m, b.opts.Now())
+	if err != nil {
 		return fmt.Errorf("creating machine: %w", err)
 	}
-	now := b.opts.Now().UTC()
-	c.Created, c.Updated = now, now
-	err := b.update(ctx, func(tx *bolt.Tx) error {
+	err = b.update(ctx, func(tx *bolt.Tx) error {
 		ms := tx.Bucket(bMachines)
 		if ms.Get([]byte(c.ID)) != nil {
 			return fmt.Errorf("machine ID %s: %w", c.ID, ErrExists)
@@ -47,6 +34,9 @@ func (b *Bolt) CreateMachine(ctx context.Context, m *machine.Machine) error {
 			return err
 		}
 		if err := putIndexes(tx, &c); err != nil {
+			return err
+		}
+		if _, err := bumpMachineRev(tx, c.ID); err != nil {
 			return err
 		}
 		return putJSON(ms, []byte(c.ID), &c)
@@ -83,7 +73,7 @@ func (b *Bolt) MachineByMAC(ctx context.Context, mac string) (*machine.Machine, 
 
 // MachineBySerial returns the machine with this system serial.
 func (b *Bolt) MachineBySerial(ctx context.Context, serial string) (*machine.Machine, error) {
-	return b.machineByIndex(ctx, bIdxSerial, "serial", strings.TrimSpace(serial))
+	return b.machineByIndex(ctx, bIdxSerial, "serial", NormalizeSerial(serial))
 }
 
 // MachineByBMC returns the machine whose BMC endpoint is endpoint (see NormalizeBMC).
@@ -132,26 +122,41 @@ func (b *Bolt) ListMachines(ctx context.Context, f MachineFilter) ([]machine.Mac
 }
 
 // UpdateMachine runs fn on a copy of the machine and stores the result in
-// the same transaction, moving its index entries. fn must not change the ID.
+// the same transaction, moving its index entries and bumping its revision.
+// fn must not change the ID.
 func (b *Bolt) UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error) {
-	var out *machine.Machine
+	m, _, err := b.updateMachine(ctx, idOrName, nil, fn)
+	return m, err
+}
+
+// UpdateMachineRev is UpdateMachine if the machine is at revision rev;
+// ErrStale, and nothing written, if it is not.
+func (b *Bolt) UpdateMachineRev(ctx context.Context, idOrName string, rev uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
+	return b.updateMachine(ctx, idOrName, &rev, fn)
+}
+
+// updateMachine is UpdateMachine, checking the revision first when want is
+// not nil.
+func (b *Bolt) updateMachine(ctx context.Context, idOrName string, want *uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
+	var (
+		out *machine.Machine
+		rev uint64
+	)
 	err := b.update(ctx, func(tx *bolt.Tx) error {
 		old, err := getMachine(tx, idOrName)
 		if err != nil {
 			return err
 		}
-		m := cloneMachine(old)
-		if err := fn(&m); err != nil {
+		if want != nil {
+			what := fmt.Sprintf("machine %s (%s)", old.Name, old.ID)
+			if err := CheckRevision(what, machineRev(tx, old.ID), *want); err != nil {
+				return err
+			}
+		}
+		m, err := UpdatedMachineRecord(old, fn, b.opts.Now())
+		if err != nil {
 			return err
 		}
-		if m.ID != old.ID {
-			return fmt.Errorf("changing the ID from %s to %s is not allowed", old.ID, m.ID)
-		}
-		if err := normalizeMachine(&m); err != nil {
-			return err
-		}
-		m.Created = old.Created
-		m.Updated = b.opts.Now().UTC()
 		if err := deleteIndexes(tx, old); err != nil {
 			return err
 		}
@@ -161,13 +166,66 @@ func (b *Bolt) UpdateMachine(ctx context.Context, idOrName string, fn func(*mach
 		if err := putIndexes(tx, &m); err != nil {
 			return err
 		}
+		if rev, err = bumpMachineRev(tx, m.ID); err != nil {
+			return err
+		}
 		out = &m
 		return putJSON(tx.Bucket(bMachines), []byte(m.ID), &m)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("updating machine %s: %w", idOrName, err)
+		return nil, 0, fmt.Errorf("updating machine %s: %w", idOrName, err)
 	}
-	return out, nil
+	return out, rev, nil
+}
+
+// GetMachineRev returns the machine with this ID or name and its revision,
+// read in one transaction.
+func (b *Bolt) GetMachineRev(ctx context.Context, idOrName string) (*machine.Machine, uint64, error) {
+	var (
+		m   *machine.Machine
+		rev uint64
+	)
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		if m, err = getMachine(tx, idOrName); err != nil {
+			return err
+		}
+		rev = machineRev(tx, m.ID)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading machine %s: %w", idOrName, err)
+	}
+	return m, rev, nil
+}
+
+// MachineRevision returns the revision of the machine with this ID or name.
+func (b *Bolt) MachineRevision(ctx context.Context, idOrName string) (uint64, error) {
+	_, rev, err := b.GetMachineRev(ctx, idOrName)
+	return rev, err
+}
+
+// machineRev is the stored revision of machine id; 0 if it has none.
+func machineRev(tx *bolt.Tx, id string) uint64 {
+	raw := tx.Bucket(bMachRev).Get([]byte(id))
+	if len(raw) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(raw)
+}
+
+// bumpMachineRev gives machine id the next machine revision (the bucket's
+// sequence is the last one handed out) and returns it.
+func bumpMachineRev(tx *bolt.Tx, id string) (uint64, error) {
+	bk := tx.Bucket(bMachRev)
+	rev := NextRevision(bk.Sequence())
+	if err := bk.SetSequence(rev); err != nil {
+		return 0, err
+	}
+	if err := bk.Put([]byte(id), u64(rev)); err != nil {
+		return 0, fmt.Errorf("storing the revision of machine %s: %w", id, err)
+	}
+	return rev, nil
 }
 
 // DeleteMachine removes the machine, its index entries, inventory and events.
@@ -185,6 +243,9 @@ func (b *Bolt) DeleteMachine(ctx context.Context, idOrName string) error {
 			if err != nil && !errors.Is(err, berrors.ErrBucketNotFound) {
 				return fmt.Errorf("deleting %s/%s: %w", parent, m.ID, err)
 			}
+		}
+		if err := tx.Bucket(bMachRev).Delete([]byte(m.ID)); err != nil {
+			return err
 		}
 		return tx.Bucket(bMachines).Delete([]byte(m.ID))
 	})
@@ -225,92 +286,43 @@ func resolveID(tx *bolt.Tx, idOrName string) string {
 	return ""
 }
 
-// indexEntries lists (bucket, key, description) for every index of m.
-func indexEntries(m *machine.Machine) []indexEntry {
-	out := []indexEntry{{bIdxName, m.Name, "name"}}
-	for _, mac := range m.MACs {
-		out = append(out, indexEntry{bIdxMAC, mac, "MAC"})
-	}
-	if m.Serial != "" {
-		out = append(out, indexEntry{bIdxSerial, m.Serial, "serial"})
-	}
-	if m.BMC.Endpoint != "" {
-		out = append(out, indexEntry{bIdxBMC, NormalizeBMC(m.BMC.Endpoint), "BMC endpoint"})
-	}
-	return out
-}
+// keyBuckets is the index bucket of each kind of unique key.
+var keyBuckets = map[KeyKind][]byte{KeyName: bIdxName, KeyMAC: bIdxMAC, KeySerial: bIdxSerial, KeyBMC: bIdxBMC}
 
-type indexEntry struct {
-	bucket []byte
-	key    string
-	what   string
-}
-
-// checkIndexes fails if another machine owns one of m's names or addresses.
+// checkIndexes fails if another machine owns one of m's unique keys.
 func checkIndexes(tx *bolt.Tx, m *machine.Machine) error {
-	for _, e := range indexEntries(m) {
-		other := tx.Bucket(e.bucket).Get([]byte(e.key))
+	for _, k := range MachineKeys(m) {
+		other := tx.Bucket(keyBuckets[k.Kind]).Get([]byte(k.Value))
 		if other == nil || string(other) == m.ID {
 			continue
-		}
-		sentinel := ErrConflict
-		if e.what == "name" {
-			sentinel = ErrExists
 		}
 		owner := string(other)
 		if o, err := getMachine(tx, owner); err == nil {
 			owner = fmt.Sprintf("%s (%s)", o.Name, o.ID)
 		}
-		return fmt.Errorf("%s %s already belongs to machine %s: %w", e.what, e.key, owner, sentinel)
+		return KeyTaken(k, owner)
 	}
 	return nil
 }
 
 func putIndexes(tx *bolt.Tx, m *machine.Machine) error {
-	for _, e := range indexEntries(m) {
-		if err := tx.Bucket(e.bucket).Put([]byte(e.key), []byte(m.ID)); err != nil {
-			return fmt.Errorf("indexing %s %s: %w", e.what, e.key, err)
+	for _, k := range MachineKeys(m) {
+		if err := tx.Bucket(keyBuckets[k.Kind]).Put([]byte(k.Value), []byte(m.ID)); err != nil {
+			return fmt.Errorf("indexing %s %s: %w", k.Kind, k.Value, err)
 		}
 	}
 	return nil
 }
 
 func deleteIndexes(tx *bolt.Tx, m *machine.Machine) error {
-	for _, e := range indexEntries(m) {
-		bk := tx.Bucket(e.bucket)
-		if string(bk.Get([]byte(e.key))) != m.ID {
+	for _, k := range MachineKeys(m) {
+		bk := tx.Bucket(keyBuckets[k.Kind])
+		if string(bk.Get([]byte(k.Value))) != m.ID {
 			continue // owned by someone else; never remove another's entry
 		}
-		if err := bk.Delete([]byte(e.key)); err != nil {
-			return fmt.Errorf("unindexing %s %s: %w", e.what, e.key, err)
+		if err := bk.Delete([]byte(k.Value)); err != nil {
+			return fmt.Errorf("unindexing %s %s: %w", k.Kind, k.Value, err)
 		}
 	}
 	return nil
-}
-
-// normalizeMachine validates m and puts MACs, serial and BMC endpoint in
-// their indexed form, rejecting a MAC listed twice.
-func normalizeMachine(m *machine.Machine) error {
-	if err := m.Validate(); err != nil {
-		return err
-	}
-	seen := map[string]bool{}
-	for i, mac := range m.MACs {
-		norm, _ := machine.NormalizeMAC(mac) // Validate checked it
-		if seen[norm] {
-			return fmt.Errorf("machine %s: macs[%d]: MAC %s listed twice", m.Name, i, norm)
-		}
-		seen[norm] = true
-		m.MACs[i] = norm
-	}
-	m.Serial = strings.TrimSpace(m.Serial)
-	m.BMC.Endpoint = strings.TrimSpace(m.BMC.Endpoint)
-	return nil
-}
-
-// cloneMachine copies m deeply enough that edits do not reach the caller.
-func cloneMachine(m *machine.Machine) machine.Machine {
-	c := *m
-	c.MACs = append([]string(nil), m.MACs...)
-	return c
 }

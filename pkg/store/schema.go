@@ -23,6 +23,7 @@ func migrations() []migration {
 	return []migration{
 		{"create base buckets", migrateV1},
 		{"add the name index and normalize MACs", migrateV2},
+		{"add revisions to machines and jobs", migrateV3},
 	}
 }
 
@@ -167,4 +168,56 @@ func migrateV2(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// migrateV3 adds machine_rev and gives every machine and every job its first
+// revision (1, 2, ... per record type, the buckets' sequences set to the
+// last), so conditional updates (UpdateMachineRev, UpdateJobRev) have a
+// revision to compare from the start.
+func migrateV3(tx *bolt.Tx) error {
+	revs, err := tx.CreateBucketIfNotExists(bMachRev)
+	if err != nil {
+		return fmt.Errorf("creating bucket %s: %w", bMachRev, err)
+	}
+	err = tx.Bucket(bMachines).ForEach(func(k, _ []byte) error {
+		rev := NextRevision(revs.Sequence())
+		if err := revs.SetSequence(rev); err != nil {
+			return err
+		}
+		return revs.Put(copyBytes(k), u64(rev))
+	})
+	if err != nil {
+		return fmt.Errorf("numbering machine revisions: %w", err)
+	}
+	jobs := tx.Bucket(bJobs)
+	type rewrite struct{ key, val []byte }
+	var rewrites []rewrite // bbolt forbids writes while iterating with ForEach
+	last := jobs.Sequence()
+	err = jobs.ForEach(func(k, v []byte) error {
+		var rec map[string]json.RawMessage // keeps fields this step does not know
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("job %s: %w", k, err)
+		}
+		last = NextRevision(last)
+		raw, err := json.Marshal(last)
+		if err != nil {
+			return err
+		}
+		rec["revision"] = raw
+		val, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		rewrites = append(rewrites, rewrite{copyBytes(k), val})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("numbering job revisions: %w", err)
+	}
+	for _, r := range rewrites {
+		if err := jobs.Put(r.key, r.val); err != nil {
+			return fmt.Errorf("rewriting job %s: %w", r.key, err)
+		}
+	}
+	return jobs.SetSequence(last)
 }

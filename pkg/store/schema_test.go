@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,8 +107,8 @@ func TestMigrateV1ToV2(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket([]byte("meta")).Get([]byte("schema")); string(v) != version(2) {
-			t.Errorf("schema after migration = %x, want 2", v)
+		if v := tx.Bucket([]byte("meta")).Get([]byte("schema")); string(v) != version(uint64(store.SchemaVersion())) {
+			t.Errorf("schema after migration = %x, want %d", v, store.SchemaVersion())
 		}
 		if tx.Bucket([]byte("idx_mac")).Get([]byte("52-54-00-AA-BB-01")) != nil {
 			t.Error("un-normalized MAC key left in idx_mac")
@@ -130,7 +131,7 @@ func TestOpenRefuses(t *testing.T) {
 	}{
 		"newer schema": {
 			layout:  map[string]map[string]string{"meta": {"schema": version(99)}},
-			wantMsg: "schema version 99 is newer than this ingot understands (2)",
+			wantMsg: fmt.Sprintf("schema version 99 is newer than this ingot understands (%d)", store.SchemaVersion()),
 		},
 		"not an ingot file": {
 			layout:  map[string]map[string]string{"widgets": {"a": "b"}},
@@ -193,4 +194,55 @@ func readRaw(t *testing.T, path string) map[string]map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+func TestMigrateV2ToV3(t *testing.T) {
+	ctx := context.Background()
+	layout := v1Layout(map[string]string{
+		"m-0000000001": `{"id":"m-0000000001","name":"gpu-01","state":"ready"}`,
+		"m-0000000002": `{"id":"m-0000000002","name":"gpu-02","state":"enrolled"}`,
+	}, map[string]string{})
+	layout["meta"]["schema"] = version(2)
+	layout["idx_name"] = map[string]string{"gpu-01": "m-0000000001", "gpu-02": "m-0000000002"}
+	layout["jobs"] = map[string]string{
+		"j-0000000001": `{"id":"j-0000000001","kind":"reimage","state":"running","created":"2024-01-01T00:00:00Z","future_field":7}`,
+	}
+	path := writeRaw(t, layout)
+	s, err := store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatalf("opening a v2 file: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The raw file: v3, each machine numbered, the job rewritten in place.
+	raw := readRaw(t, path)
+	if v := raw["meta"]["schema"]; v != version(3) {
+		t.Errorf("schema after migration = %x, want 3", v)
+	}
+	wantRevs := map[string]string{"m-0000000001": version(1), "m-0000000002": version(2)}
+	if diff := cmp.Diff(wantRevs, raw["machine_rev"]); diff != "" {
+		t.Errorf("machine_rev (-want +got):\n%s", diff)
+	}
+	if job := raw["jobs"]["j-0000000001"]; !strings.Contains(job, `"future_field":7`) || !strings.Contains(job, `"revision":1`) {
+		t.Errorf("migrated job = %s; want its unknown field kept and revision 1", job)
+	}
+
+	// Conditional writes work from the migrated revisions, and new ones follow them.
+	s, err = store.Open(path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, rev, err := s.UpdateMachineRev(ctx, "gpu-01", 1, func(m *machine.Machine) error { m.Rack = "r1"; return nil }); err != nil || rev != 3 {
+		t.Errorf("conditional update at the migrated revision: rev %d, %v; want 3", rev, err)
+	}
+	j, err := s.UpdateJobRev(ctx, "j-0000000001", 1, func(j *store.Job) error { j.Step = "next"; return nil })
+	if err != nil || j.Revision != 2 || j.State != store.JobRunning {
+		t.Errorf("conditional job update at the migrated revision: %+v, %v; want revision 2", j, err)
+	}
+	nj := &store.Job{Kind: "inspect"}
+	if err := s.CreateJob(ctx, nj); err != nil || nj.Revision != 3 {
+		t.Errorf("new job: revision %d, %v; want 3", nj.Revision, err)
+	}
 }

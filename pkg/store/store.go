@@ -1,7 +1,15 @@
 // Package store persists machines, inventory snapshots, events, DHCP leases,
 // jobs and API tokens. The Store interface is what ingot's other packages use;
-// Open returns the embedded bbolt implementation (one file). An etcd
-// implementation can stand beside it behind the same interface.
+// it is made of one contract per record type (MachineStore, InventoryStore,
+// EventStore, LeaseStore, JobStore, TokenStore, in contract.go), each saying
+// what a backend MUST and SHOULD do. The rules a backend applies rather than
+// stores (IDs, normalization, unique keys, sequence numbers, history
+// trimming, revisions, lease liveness) are plain functions in rules*.go, and
+// storetest.Run is the conformance suite every backend passes.
+//
+// Open returns the embedded bbolt implementation (one file); OpenURL picks a
+// backend by URL. An etcd implementation can stand beside it behind the
+// same interface.
 //
 // Consumers should declare the narrower interface they need (for example the
 // DHCP server needs only the lease and machine-lookup methods) and accept a
@@ -14,6 +22,9 @@
 //	meta                 "schema" -> big-endian uint64 schema version
 //	                     "lease_log_applied" -> last lease log segment applied
 //	machines             machine ID -> Machine
+//	machine_rev          machine ID -> big-endian uint64 revision; the
+//	                     bucket's sequence is the last revision handed out
+//	                     (added by schema v3)
 //	idx_mac              normalized MAC -> machine ID
 //	idx_serial           serial -> machine ID
 //	idx_bmc              normalized BMC endpoint -> machine ID
@@ -22,7 +33,8 @@
 //	events/<ID>          nested bucket per machine: big-endian seq -> Event
 //	leases               MAC -> Lease
 //	idx_lease_ip         IP -> MAC
-//	jobs                 job ID -> Job
+//	jobs                 job ID -> Job; the bucket's sequence is the last
+//	                     job revision handed out (schema v3)
 //	tokens               hex sha256 of the secret -> Token
 //
 // Indexes are written in the same transaction as the record they point to.
@@ -47,9 +59,9 @@
 package store
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -66,6 +78,10 @@ var (
 	ErrLocked = errors.New("database is locked by another ingot process")
 	// ErrSchema: the file's schema is newer than this binary, or a migration failed.
 	ErrSchema = errors.New("incompatible schema")
+	// ErrStale: a conditional write (UpdateMachineRev, UpdateJobRev) named
+	// a revision the record no longer has; read it again and retry.
+	// errors.Is(err, ErrConflict) also holds.
+	ErrStale = fmt.Errorf("revision is stale: %w", ErrConflict)
 )
 
 // Lease is one DHCP lease.
@@ -76,7 +92,7 @@ type Lease struct {
 	MachineID string     `json:"machine_id,omitempty"`
 	Subnet    string     `json:"subnet,omitempty"` // CIDR of the pool it came from
 	Expires   time.Time  `json:"expires"`
-	State     string     `json:"state"` // "offered", "bound", "released", "declined"
+	State     string     `json:"state"` // LeaseOffered, LeaseBound, LeaseReleased, LeaseDeclined
 	Updated   time.Time  `json:"updated"`
 }
 
@@ -106,6 +122,9 @@ type Job struct {
 	Created  time.Time       `json:"created"`
 	Updated  time.Time       `json:"updated"`
 	Deadline time.Time       `json:"deadline,omitempty"` // of the current step
+	// Revision is set by the store on every write (see JobStore); a value
+	// the caller sets is ignored.
+	Revision uint64 `json:"revision"`
 }
 
 // Snapshot is one stored inventory of a machine.
@@ -143,53 +162,4 @@ type MachineFilter struct {
 	Recipe string
 	State  machine.State
 	Rack   string
-}
-
-// Store is everything ingot persists. Every method takes a context; the
-// bbolt implementation honours cancellation before it starts a transaction.
-type Store interface {
-	// Machines. Get accepts an ID or a name.
-	CreateMachine(ctx context.Context, m *machine.Machine) error
-	GetMachine(ctx context.Context, idOrName string) (*machine.Machine, error)
-	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
-	MachineBySerial(ctx context.Context, serial string) (*machine.Machine, error)
-	MachineByBMC(ctx context.Context, endpoint string) (*machine.Machine, error)
-	ListMachines(ctx context.Context, f MachineFilter) ([]machine.Machine, error)
-	// UpdateMachine runs fn on a copy inside one transaction and stores the
-	// result (indexes kept in step); an error from fn aborts.
-	UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error)
-	DeleteMachine(ctx context.Context, idOrName string) error
-
-	// Inventory snapshots, newest kept up to the store's history limit.
-	PutInventory(ctx context.Context, machineID string, inv machine.Inventory) (uint64, error)
-	Inventories(ctx context.Context, machineID string) ([]Snapshot, error)          // oldest first
-	Inventory(ctx context.Context, machineID string, seq uint64) (*Snapshot, error) // seq 0: the latest
-
-	// Events: append-only per machine. Seq is assigned by the store.
-	AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error)
-	Events(ctx context.Context, machineID string, afterSeq uint64, limit int) ([]machine.Event, error)
-
-	// Leases. PutLease returns only after the lease is durably committed
-	// (group commit: concurrent calls share one fsync).
-	PutLease(ctx context.Context, l Lease) error
-	LeaseByMAC(ctx context.Context, mac string) (*Lease, error)
-	LeaseByIP(ctx context.Context, ip netip.Addr) (*Lease, error)
-	ListLeases(ctx context.Context) ([]Lease, error)
-	DeleteLease(ctx context.Context, mac string) error
-
-	// Jobs.
-	CreateJob(ctx context.Context, j *Job) error
-	GetJob(ctx context.Context, id string) (*Job, error)
-	ListJobs(ctx context.Context, state JobState) ([]Job, error) // "" = all
-	UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*Job, error)
-
-	// Tokens.
-	PutToken(ctx context.Context, t Token) error
-	TokenByHash(ctx context.Context, hash string) (*Token, error)
-	ListTokens(ctx context.Context) ([]Token, error)
-	// DeleteToken removes the token stored under hash; ErrNotFound when
-	// there is none.
-	DeleteToken(ctx context.Context, hash string) error
-
-	Close() error
 }

@@ -161,16 +161,18 @@ func (h *Handler) freeLocked(ctx context.Context, ip netip.Addr, mac string, now
 		return true, own, nil
 	}
 	l := h.leases[holder]
-	active := now.Before(l.Expires)
 	switch {
 	case l.State == StateDeclined:
-		return !active, own, nil
+		// A client found ip in use (DHCPDECLINE, RFC 2131 §3.1.5): keep it
+		// from everyone, the decliner too, until Expires. DHCP policy, not
+		// liveness: the store does not count a declined lease as live.
+		return !now.Before(l.Expires), own, nil
 	case l.MAC == mac:
 		return true, true, nil
-	case l.State == StateReleased:
-		return true, own, nil
 	}
-	return !active, own, nil
+	// Whether another client's lease still holds ip is the store's rule,
+	// the one its PutLease conflict check applies.
+	return !store.LeaseLive(l, now), own, nil
 }
 
 // The lease index: the store's leases, read once with ListLeases and kept

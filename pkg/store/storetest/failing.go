@@ -41,6 +41,13 @@ func (f Failing) UpdateMachine(context.Context, string, func(*machine.Machine) e
 	return nil, f.err()
 }
 func (f Failing) DeleteMachine(context.Context, string) error { return f.err() }
+func (f Failing) GetMachineRev(context.Context, string) (*machine.Machine, uint64, error) {
+	return nil, 0, f.err()
+}
+func (f Failing) MachineRevision(context.Context, string) (uint64, error) { return 0, f.err() }
+func (f Failing) UpdateMachineRev(context.Context, string, uint64, func(*machine.Machine) error) (*machine.Machine, uint64, error) {
+	return nil, 0, f.err()
+}
 func (f Failing) PutInventory(context.Context, string, machine.Inventory) (uint64, error) {
 	return 0, f.err()
 }
@@ -71,6 +78,9 @@ func (f Failing) ListJobs(context.Context, store.JobState) ([]store.Job, error) 
 	return nil, f.err()
 }
 func (f Failing) UpdateJob(context.Context, string, func(*store.Job) error) (*store.Job, error) {
+	return nil, f.err()
+}
+func (f Failing) UpdateJobRev(context.Context, string, uint64, func(*store.Job) error) (*store.Job, error) {
 	return nil, f.err()
 }
 func (f Failing) PutToken(context.Context, store.Token) error { return f.err() }

@@ -1,6 +1,7 @@
 // Package storetest helps tests that need a store: Open gives a real bbolt
 // store in a temporary directory whose consistency is checked when the test
-// ends, and Failing is a Store whose every method fails, for error paths.
+// ends, Failing is a Store whose every method fails, for error paths, and
+// Run is the conformance suite every store.Store backend must pass.
 package storetest
 
 import (

@@ -1,0 +1,98 @@
+package catalog
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, dir, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A folder that lints is swapped in whole; one that does not keeps the
+// recipes in force and says what is wrong, file:line.
+func TestReload(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "name: a\nversion: 1.0.0\n")
+	c, err := New(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Get("a")
+	if err != nil || r.Version != "1.0.0" {
+		t.Fatalf("Get(a) = %+v, %v", r, err)
+	}
+	write(t, dir, "a.yaml", "name: a\nversion: 1.1.0\n")
+	write(t, dir, "b.yaml", "name: b\nversion: 1.0.0\n")
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := c.Get("a"); r.Version != "1.1.0" || !slices.Equal(c.Names(), []string{"a", "b"}) {
+		t.Errorf("after reload: a %s, names %v", r.Version, c.Names())
+	}
+	write(t, dir, "b.yaml", "name: b\nversion: 1.0.0\nhardware:\n  gpus:\n    - count: many\n")
+	err = c.Reload()
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "b.yaml")+":5:") {
+		t.Fatalf("reload of a bad folder: %v, want an error naming b.yaml:5", err)
+	}
+	if _, err := c.Get("b"); err != nil {
+		t.Errorf("a bad reload took b away: %v", err)
+	}
+	if _, err := New(Config{Dir: dir}); err == nil {
+		t.Error("New on a folder that does not lint succeeded")
+	}
+}
+
+// Run reloads when the folder changes and when a signal arrives.
+func TestRunReloads(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "name: a\nversion: 1.0.0\n")
+	hup := make(chan os.Signal, 1)
+	c, err := New(Config{Dir: dir, Every: 10 * time.Millisecond, Reload: hup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- c.Run(ctx) }()
+	write(t, dir, "c.yaml", "name: c\nversion: 1.0.0\n")
+	waitFor(t, func() bool { _, err := c.Get("c"); return err == nil }, "the new recipe c after a change")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	// Polling off: only the signal reloads.
+	c2, err := New(Config{Dir: dir, Every: -1, Reload: hup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	go c2.Run(ctx)
+	os.Remove(filepath.Join(dir, "c.yaml"))
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c2.Get("c"); err != nil {
+		t.Fatalf("c went away without a reload: %v", err)
+	}
+	hup <- os.Interrupt
+	waitFor(t, func() bool { _, err := c2.Get("c"); return err != nil }, "c gone after the signal")
+}
+
+func waitFor(t *testing.T, ok func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if ok() {
+			return
+		}
+	}
+	t.Fatalf("never saw %s", what)
+}

@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+)
+
+// The contracts, one per record type. Each says what an implementation MUST
+// and SHOULD do; storetest.Run checks the MUSTs. Rules common to all:
+//
+//   - Every method takes a context and MUST return an error wrapping
+//     ctx.Err() when ctx is done before the operation starts; after Close
+//     every method MUST return an error wrapping ErrClosed.
+//   - Errors MUST wrap the sentinels of store.go so errors.Is classifies
+//     them; messages SHOULD say what was being done and name the record.
+//   - A write that returned nil MUST be durable (survive the process being
+//     killed), and every write MUST be atomic: all of it or none of it.
+//   - Records handed in are copied before they are kept and records handed
+//     out are the caller's: editing either MUST NOT change what is stored.
+//   - A read after a write that returned nil MUST see that write.
+//   - Timestamps the store sets come from its clock (Options.Now), in UTC.
+
+// MachineStore keeps machine records and their unique keys.
+//
+// A machine is found by its ID or its name (every method taking idOrName
+// tries the ID first); ErrNotFound when neither matches. Its unique keys
+// are those MachineKeys lists: name, each MAC, serial and BMC endpoint.
+//
+// An implementation MUST:
+//   - store the record NewMachineRecord returns on create and the one
+//     UpdatedMachineRecord returns on update (IDs generated, MACs
+//     normalized, Created kept, Updated stamped), and write the result back
+//     into the caller's m on create;
+//   - refuse a create whose ID exists with ErrExists, and a write that would
+//     give a key to a second machine with the error KeyTaken returns
+//     (ErrExists for a name, ErrConflict for a MAC, serial or BMC endpoint,
+//     naming the machine that holds it); the check and the write are one
+//     atomic step, so two concurrent creates cannot both take a key;
+//   - keep the keys in step with the record in the same write: after an
+//     update the old name, MACs, serial and endpoint no longer find the
+//     machine and are free for another;
+//   - look up MachineByMAC in any notation machine.NormalizeMAC accepts,
+//     MachineBySerial by NormalizeSerial and MachineByBMC by NormalizeBMC;
+//   - run UpdateMachine's fn on a copy, and store nothing if fn fails (its
+//     error is returned wrapped);
+//   - on delete, remove the record, its keys, its inventory and its events
+//     in one write;
+//   - give every stored machine a revision: non-zero, NextRevision of the
+//     last one handed out on every create and every update (conditional or
+//     not), so a revision never comes back, even after a delete; inventory
+//     and events do not change it;
+//   - make UpdateMachineRev check the revision and write in one atomic step,
+//     failing with ErrStale (CheckRevision) when rev is not the current
+//     revision.
+//
+// An implementation SHOULD return ListMachines sorted by name. fn MAY be
+// called more than once (a backend that retries on contention calls it on
+// a fresh copy each time), so it SHOULD only edit its argument.
+type MachineStore interface {
+	CreateMachine(ctx context.Context, m *machine.Machine) error
+	GetMachine(ctx context.Context, idOrName string) (*machine.Machine, error)
+	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
+	MachineBySerial(ctx context.Context, serial string) (*machine.Machine, error)
+	MachineByBMC(ctx context.Context, endpoint string) (*machine.Machine, error)
+	ListMachines(ctx context.Context, f MachineFilter) ([]machine.Machine, error)
+	// UpdateMachine runs fn on a copy inside one transaction and stores the
+	// result (indexes kept in step); an error from fn aborts.
+	UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error)
+	DeleteMachine(ctx context.Context, idOrName string) error
+
+	// GetMachineRev returns the machine and its revision, read together.
+	GetMachineRev(ctx context.Context, idOrName string) (*machine.Machine, uint64, error)
+	// MachineRevision returns the machine's current revision.
+	MachineRevision(ctx context.Context, idOrName string) (uint64, error)
+	// UpdateMachineRev is UpdateMachine if the machine is still at revision
+	// rev (else ErrStale, and nothing is written); it returns the new
+	// record and its new revision.
+	UpdateMachineRev(ctx context.Context, idOrName string, rev uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error)
+}
+
+// InventoryStore keeps the inventory history of each machine.
+//
+// An implementation MUST:
+//   - accept the machine's ID or name and fail with ErrNotFound for a
+//     machine that does not exist (reads included);
+//   - number a machine's snapshots NextSeq of the last one, starting at 1,
+//     and return the number from PutInventory; Snapshot.MachineID is the ID
+//     and Taken defaults to the store's clock;
+//   - keep at most Options.History snapshots per machine, dropping those
+//     below OldestKept in the same write that adds the newest;
+//   - return Inventories oldest first (none: an empty list, no error), and
+//     from Inventory the snapshot seq (0: the newest), or ErrNotFound.
+type InventoryStore interface {
+	PutInventory(ctx context.Context, machineID string, inv machine.Inventory) (uint64, error)
+	Inventories(ctx context.Context, machineID string) ([]Snapshot, error)          // oldest first
+	Inventory(ctx context.Context, machineID string, seq uint64) (*Snapshot, error) // seq 0: the latest
+}
+
+// EventStore keeps each machine's append-only event log.
+//
+// An implementation MUST:
+//   - check and stamp events with NewEventRecord (a Kind is required, Time
+//     defaults to the store's clock), set Machine to the machine's ID (ev
+//     may name it by ID or name) and return the stored event;
+//   - number a machine's events NextSeq of the last one, starting at 1, in
+//     the order the appends commit, so each machine's Seq increases by one
+//     with no gaps and no repeats, whatever the concurrency;
+//   - fail with ErrNotFound for a machine that does not exist;
+//   - return from Events, oldest first, the events with Seq > afterSeq, at
+//     most limit of them (limit <= 0: all).
+//
+// An implementation SHOULD group-commit concurrent appends: agents and the
+// engine append from many goroutines.
+type EventStore interface {
+	AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error)
+	Events(ctx context.Context, machineID string, afterSeq uint64, limit int) ([]machine.Event, error)
+}
+
+// LeaseStore keeps DHCP leases, one per MAC, indexed by IP.
+//
+// An implementation MUST:
+//   - store the lease NormalizeLease returns under its MAC, with Updated
+//     from the store's clock, replacing that MAC's previous lease;
+//   - refuse a lease whose IP another MAC's lease holds with the error
+//     LeaseConflict returns (ErrConflict while that lease is live by
+//     LeaseLive at the store's clock); an expired, released or declined
+//     lease gives way, and the check and the write are one atomic step;
+//   - return from LeaseByIP only the lease whose IP is ip now (a MAC that
+//     moved to another address no longer holds the old one);
+//   - look leases up by MAC in any notation machine.NormalizeMAC accepts;
+//   - return ListLeases ordered by MAC;
+//   - make DeleteLease fail with ErrNotFound when the MAC has no lease.
+//
+// PutLease returns only once the lease is durable: a DHCP ACK waits for
+// it. An implementation SHOULD share that sync among concurrent callers.
+type LeaseStore interface {
+	PutLease(ctx context.Context, l Lease) error
+	LeaseByMAC(ctx context.Context, mac string) (*Lease, error)
+	LeaseByIP(ctx context.Context, ip netip.Addr) (*Lease, error)
+	ListLeases(ctx context.Context) ([]Lease, error)
+	DeleteLease(ctx context.Context, mac string) error
+}
+
+// JobStore keeps jobs: persisted work that survives a restart.
+//
+// An implementation MUST:
+//   - store the record NewJobRecord returns on create (ID generated, Kind
+//     required, State pending by default), write it back into the caller's
+//     j, and refuse an ID that exists with ErrExists;
+//   - run UpdateJob's fn on a copy and store UpdatedJobRecord's result, or
+//     nothing if fn fails; ErrNotFound for an unknown ID;
+//   - set Job.Revision on every write to NextRevision of the last one it
+//     handed out to a job (whatever the caller or fn put there), so it is
+//     non-zero and only grows;
+//   - make UpdateJobRev check the revision and write in one atomic step,
+//     failing with ErrStale (CheckRevision) when rev is not the job's;
+//   - return ListJobs in the given state ("" = all) in SortJobs order.
+//
+// fn MAY be called more than once and SHOULD only edit its argument.
+type JobStore interface {
+	CreateJob(ctx context.Context, j *Job) error
+	GetJob(ctx context.Context, id string) (*Job, error)
+	ListJobs(ctx context.Context, state JobState) ([]Job, error) // "" = all
+	UpdateJob(ctx context.Context, id string, fn func(*Job) error) (*Job, error)
+	// UpdateJobRev is UpdateJob if the job is still at revision rev (else
+	// ErrStale, and nothing is written).
+	UpdateJobRev(ctx context.Context, id string, rev uint64, fn func(*Job) error) (*Job, error)
+}
+
+// TokenStore keeps API tokens by the SHA-256 of their secret.
+//
+// An implementation MUST:
+//   - check tokens with NewTokenRecord (Hash is 64 hex characters; Created
+//     defaults to the store's clock) and store them under Hash, replacing a
+//     token with the same hash (that is how revocation is written);
+//   - fail TokenByHash and DeleteToken with ErrNotFound when no token has
+//     the hash;
+//   - return ListTokens oldest Created first;
+//   - never put the hash in an error message: it identifies a credential.
+type TokenStore interface {
+	PutToken(ctx context.Context, t Token) error
+	TokenByHash(ctx context.Context, hash string) (*Token, error)
+	ListTokens(ctx context.Context) ([]Token, error)
+	// DeleteToken removes the token stored under hash; ErrNotFound when
+	// there is none.
+	DeleteToken(ctx context.Context, hash string) error
+}
+
+// Store is everything ingot persists: every contract above, and Close.
+// Close releases the backend; it MUST be safe to call twice, and every
+// other method MUST fail with ErrClosed after it.
+type Store interface {
+	MachineStore
+	InventoryStore
+	EventStore
+	LeaseStore
+	JobStore
+	TokenStore
+	Close() error
+}
