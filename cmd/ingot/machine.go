@@ -238,6 +238,7 @@ func listMachines(ctx context.Context, c *client.Client, o client.ListOptions) (
 // machineView is `machine show -o json`.
 type machineView struct {
 	Machine   *machine.Machine `json:"machine"`
+	Revision  uint64           `json:"revision"` // for set-recipe --if-match
 	Events    []machine.Event  `json:"events"`
 	Inventory *wire.Snapshot   `json:"inventory"`
 }
@@ -249,7 +250,7 @@ func runMachineShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return helpOK(err)
 	}
-	m, err := c.Machine(ctx, node)
+	m, rev, err := c.MachineRev(ctx, node)
 	if err != nil {
 		return fmt.Errorf("machine show: %w", err)
 	}
@@ -264,7 +265,7 @@ func runMachineShow(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("machine show: %w", err)
 	}
-	return e.render(af.output, machineView{Machine: m, Events: evs, Inventory: snap}, func() error {
+	return e.render(af.output, machineView{Machine: m, Revision: rev, Events: evs, Inventory: snap}, func() error {
 		writeMachine(e.stdout, m)
 		fmt.Fprintf(e.stdout, "\nLast events:\n")
 		if len(evs) == 0 {
@@ -312,8 +313,9 @@ func runMachineRm(ctx context.Context, e *env, args []string) error {
 }
 
 func runMachineSetRecipe(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine set-recipe", "machine set-recipe NODE RECIPE")
+	fs := e.flagSet("machine set-recipe", "machine set-recipe NODE RECIPE [--if-match REV]")
 	af := addAPIFlags(fs)
+	rev := fs.Uint64("if-match", 0, "only if the machine is still at this revision (machine show -o json prints it); 0: unconditional")
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -325,7 +327,7 @@ func runMachineSetRecipe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("machine set-recipe: %w", err)
 	}
-	m, err := c.SetRecipe(ctx, pos[0], pos[1])
+	m, err := c.SetRecipe(ctx, pos[0], pos[1], *rev)
 	if err != nil {
 		return fmt.Errorf("machine set-recipe: %w", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -375,4 +376,23 @@ func TestRecipeReloadCLI(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	s.ok("machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--recipe", "gpu-infer")
+}
+
+// set-recipe --if-match: the revision `machine show -o json` printed; a
+// machine changed since is left alone (412).
+func TestSetRecipeIfMatchCLI(t *testing.T) {
+	s := startServe(t, cliRecipes(t))
+	s.ok("machine", "add", "gpu-01", "--mac", "52:54:00:aa:bb:01")
+	var v machineView
+	if err := json.Unmarshal([]byte(s.ok("machine", "show", "gpu-01", "-o", "json")), &v); err != nil || v.Revision == 0 {
+		t.Fatalf("show -o json: revision %d, %v", v.Revision, err)
+	}
+	rev := fmt.Sprint(v.Revision)
+	s.ok("machine", "set-recipe", "gpu-01", "lab-qemu", "--if-match", rev)
+	if _, _, err := s.run("machine", "set-recipe", "gpu-01", "gpu-train-h100x8", "--if-match", rev); err == nil || !strings.Contains(err.Error(), "412 Precondition Failed") {
+		t.Errorf("set-recipe on a stale revision: %v, want 412", err)
+	}
+	if out := s.ok("machine", "show", "gpu-01"); !strings.Contains(out, "lab-qemu") {
+		t.Errorf("the stale change was applied:\n%s", out)
+	}
 }

@@ -93,13 +93,34 @@ func (s *Server) createMachine(w http.ResponseWriter, r *http.Request, p princip
 	return nil
 }
 
+// getMachine answers the machine with its revision as the ETag: a client
+// that sends it back as If-Match on a change fails (412) when another
+// change came first, instead of overwriting it.
 func (s *Server) getMachine(w http.ResponseWriter, r *http.Request, _ principal) error {
 	m, err := s.fleet.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
+	if rev, err := s.fleet.Revision(r.Context(), m.ID); err == nil {
+		w.Header().Set("ETag", etag(rev))
+	}
 	writeJSON(w, 200, m)
 	return nil
+}
+
+func etag(rev uint64) string { return `"` + strconv.FormatUint(rev, 10) + `"` }
+
+// ifMatch reads If-Match: a revision ETag, or none (0).
+func ifMatch(r *http.Request) (uint64, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(strings.Trim(strings.TrimPrefix(v, "W/"), `"`), 10, 64)
+	if err != nil || n == 0 {
+		return 0, errorf(http.StatusBadRequest, "If-Match %q: expected the ETag of GET %s (a revision such as \"12\")", v, r.URL.Path)
+	}
+	return n, nil
 }
 
 func (s *Server) deleteMachine(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -115,9 +136,16 @@ func (s *Server) putRecipe(w http.ResponseWriter, r *http.Request, p principal) 
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	m, err := s.fleet.SetRecipe(r.Context(), r.PathValue("id"), req.Recipe, actor(p))
+	rev, err := ifMatch(r)
 	if err != nil {
 		return err
+	}
+	m, err := s.fleet.SetRecipe(r.Context(), r.PathValue("id"), req.Recipe, actor(p), rev)
+	if err != nil {
+		return err
+	}
+	if rev, err := s.fleet.Revision(r.Context(), m.ID); err == nil {
+		w.Header().Set("ETag", etag(rev))
 	}
 	writeJSON(w, 200, m)
 	return nil

@@ -1,7 +1,10 @@
 package apiserver
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"sort"
 	"strings"
@@ -128,5 +131,53 @@ func TestTokenScopes(t *testing.T) {
 	}
 	if code, _ := f.do(t, "GET", "/api/v1/machines", made.Secret, nil); code != 401 {
 		t.Errorf("revoked token: %d, want 401 at once, without a restart", code)
+	}
+}
+
+// Two operators cannot overwrite each other: a change sent with the ETag
+// it read fails with 412 when another change came first.
+func TestIfMatch(t *testing.T) {
+	f := newFixture(t)
+	etagOf := func() string {
+		req, _ := http.NewRequest("GET", f.url+"/api/v1/machines/node2", nil)
+		req.Header.Set("Authorization", "Bearer "+f.operator)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("ETag")
+	}
+	put := func(etag string) (int, string) {
+		b, _ := json.Marshal(wire.SetRecipeRequest{Recipe: ""})
+		req, _ := http.NewRequest("PUT", f.url+"/api/v1/machines/node2/recipe", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+f.operator)
+		if etag != "" {
+			req.Header.Set("If-Match", etag)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	alice := etagOf()
+	bob := etagOf()
+	if alice == "" || alice != bob {
+		t.Fatalf("ETags %q and %q: want the same revision for both readers", alice, bob)
+	}
+	if code, body := put(alice); code != 200 {
+		t.Fatalf("first change: %d %s", code, body)
+	}
+	if code, body := put(bob); code != http.StatusPreconditionFailed || !strings.Contains(body, "stale") {
+		t.Errorf("second change on the old ETag: %d %s, want 412", code, body)
+	}
+	if code, _ := put(`"x"`); code != 400 {
+		t.Errorf("If-Match \"x\": %d, want 400", code)
+	}
+	if code, body := put(etagOf()); code != 200 {
+		t.Errorf("change on the fresh ETag: %d %s", code, body)
 	}
 }

@@ -232,6 +232,8 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				code = he.code
 			case errors.Is(err, store.ErrNotFound):
 				code = http.StatusNotFound
+			case errors.Is(err, store.ErrStale):
+				code = http.StatusPreconditionFailed
 			case errors.Is(err, fleet.ErrInvalid):
 				code = http.StatusBadRequest
 			case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, fleet.ErrBusy),

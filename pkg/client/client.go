@@ -171,6 +171,11 @@ func (t methodTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // 300 or more is an *Error unless listed in also (answers whose body still
 // holds the result). It returns the answer's headers.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, also ...int) (http.Header, error) {
+	return c.doHeader(ctx, method, path, nil, in, out, also...)
+}
+
+// doHeader is do with request headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, header http.Header, in, out any, also ...int) (http.Header, error) {
 	var body []byte
 	if in != nil {
 		var err error
@@ -181,6 +186,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, also 
 	req, err := retryablehttp.NewRequestWithContext(ctx, method, c.base+path, bytesOrNil(body))
 	if err != nil {
 		return nil, &Error{Server: c.base, Method: method, Path: path, Message: err.Error()}
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	if in != nil {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -73,11 +74,28 @@ func (c *Client) DeleteMachine(ctx context.Context, id string) error {
 	return err
 }
 
-// SetRecipe assigns a recipe; "" unassigns.
-func (c *Client) SetRecipe(ctx context.Context, id, recipe string) (*machine.Machine, error) {
+// SetRecipe assigns a recipe; "" unassigns. rev, when not 0, is the
+// revision MachineRev read: the change fails with 412 when the machine
+// changed since, so two operators cannot overwrite each other.
+func (c *Client) SetRecipe(ctx context.Context, id, recipe string, rev uint64) (*machine.Machine, error) {
 	var m machine.Machine
-	_, err := c.do(ctx, http.MethodPut, machinePath(id, "recipe"), wire.SetRecipeRequest{Recipe: recipe}, &m)
+	h := http.Header{}
+	if rev > 0 {
+		h.Set("If-Match", fmt.Sprintf("%q", strconv.FormatUint(rev, 10)))
+	}
+	_, err := c.doHeader(ctx, http.MethodPut, machinePath(id, "recipe"), h, wire.SetRecipeRequest{Recipe: recipe}, &m)
 	return &m, err
+}
+
+// MachineRev returns a machine with its revision (the ETag).
+func (c *Client) MachineRev(ctx context.Context, id string) (*machine.Machine, uint64, error) {
+	var m machine.Machine
+	h, err := c.do(ctx, http.MethodGet, machinePath(id), nil, &m)
+	if err != nil {
+		return nil, 0, err
+	}
+	rev, _ := strconv.ParseUint(strings.Trim(h.Get("ETag"), `"`), 10, 64)
+	return &m, rev, nil
 }
 
 // Inspect has the server read the machine's BMC inventory and judge it.

@@ -101,10 +101,10 @@ func TestMachineChanges(t *testing.T) {
 	if _, err := s.Enroll(ctx, node("n1"), "operator:alice"); !errors.Is(err, store.ErrExists) && !errors.Is(err, store.ErrConflict) {
 		t.Errorf("second enrolment of n1: %v, want a name clash", err)
 	}
-	if _, err := s.SetRecipe(ctx, "n1", "", "operator:bob"); err != nil {
+	if _, err := s.SetRecipe(ctx, "n1", "", "operator:bob", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.SetRecipe(ctx, "n1", "base", "operator:bob"); !errors.Is(err, ErrInvalid) {
+	if _, err := s.SetRecipe(ctx, "n1", "base", "operator:bob", 0); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SetRecipe to a template: %v, want ErrInvalid", err)
 	}
 	evs, _ := st.Events(ctx, m.ID, 0, 0)
@@ -121,7 +121,7 @@ func TestMachineChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for what, err := range map[string]error{
-		"SetRecipe": func() error { _, err := s.SetRecipe(ctx, "n1", "gpu", "operator:bob"); return err }(),
+		"SetRecipe": func() error { _, err := s.SetRecipe(ctx, "n1", "gpu", "operator:bob", 0); return err }(),
 		"Delete":    s.Delete(ctx, "n1", "operator:bob"),
 	} {
 		if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), "j-1") {

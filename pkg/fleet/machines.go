@@ -56,8 +56,10 @@ func (s *Service) List(ctx context.Context, f store.MachineFilter) ([]machine.Ma
 }
 
 // SetRecipe assigns a recipe (or none, with ""), refused while a job holds
-// the machine: the job runs the recipe it started with.
-func (s *Service) SetRecipe(ctx context.Context, idOrName, recipeName, actor string) (*machine.Machine, error) {
+// the machine: the job runs the recipe it started with. rev, when not 0,
+// is the revision the caller read (an API client's If-Match): a machine
+// changed since fails with store.ErrStale and is left as it is.
+func (s *Service) SetRecipe(ctx context.Context, idOrName, recipeName, actor string, rev uint64) (*machine.Machine, error) {
 	if recipeName != "" {
 		if err := s.assignable(recipeName); err != nil {
 			return nil, fmt.Errorf("setting the recipe of %s: %w", idOrName, err)
@@ -71,10 +73,15 @@ func (s *Service) SetRecipe(ctx context.Context, idOrName, recipeName, actor str
 		return nil, err
 	}
 	old := m.Recipe
-	m, err = s.store.UpdateMachine(ctx, m.ID, func(x *machine.Machine) error {
+	set := func(x *machine.Machine) error {
 		x.Recipe, x.Updated = recipeName, s.now()
 		return nil
-	})
+	}
+	if rev == 0 {
+		m, err = s.store.UpdateMachine(ctx, m.ID, set)
+	} else {
+		m, _, err = s.store.UpdateMachineRev(ctx, m.ID, rev, set)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("setting the recipe of %s: %w", idOrName, err)
 	}
@@ -83,6 +90,11 @@ func (s *Service) SetRecipe(ctx context.Context, idOrName, recipeName, actor str
 			Message: fmt.Sprintf("recipe %s -> %s", orNone(old), orNone(recipeName)), Fields: map[string]string{"from": old, "to": recipeName}})
 	}
 	return m, nil
+}
+
+// Revision is a machine's current revision (the API's ETag).
+func (s *Service) Revision(ctx context.Context, idOrName string) (uint64, error) {
+	return s.store.MachineRevision(ctx, idOrName)
 }
 
 func orNone(s string) string {
