@@ -332,7 +332,7 @@ func TestAdminOffline(t *testing.T) {
 	if out := c.ok("admin", "token", "ls", "--db", db); !strings.Contains(out, "ops") {
 		t.Errorf("admin token ls:\n%s", out)
 	}
-	s := startServe(t, cliRecipes(t), "--db", db)
+	s := startServe(t, cliRecipes(t), "--db", "bolt://"+db) // the store URL form
 	if _, err := os.Stat(filepath.Join(s.data, bootstrapTokenFile)); err == nil {
 		t.Error("serve wrote a bootstrap token although the database had one")
 	}

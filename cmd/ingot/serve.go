@@ -54,7 +54,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	recipes, names := cat.Get, cat.Names
-	st, err := store.Open(cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: log})
+	st, err := store.OpenURL(ctx, cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Config, "config", c.Config, "config file (YAML or JSON; keys are the flag names with underscores)")
 	fs.StringVar(&c.Interface, "interface", c.Interface, "boot network interface; DHCP and TFTP answer only there (required for DHCP and TFTP)")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory: ingot.db, artifacts/, boot/")
-	fs.StringVar(&c.DB, "db", c.DB, "database file (default DATA/ingot.db)")
+	fs.StringVar(&c.DB, "db", c.DB, "the store: a bbolt file, as a path or bolt:///PATH (default DATA/ingot.db)")
 	fs.StringVar(&c.Recipes, "recipes", c.Recipes, "recipes directory (*.yaml); empty: no recipes, machines get an error script")
 	fs.StringVar(&c.ServerIP, "server-ip", c.ServerIP, "our IPv4 address on --interface (default: the interface's first IPv4 address; must belong to it)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
