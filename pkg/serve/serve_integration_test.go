@@ -93,6 +93,7 @@ func TestIntegrationServeProcess(t *testing.T) {
 	if !strings.HasPrefix(string(script), "#!ipxe\n") {
 		t.Errorf("/ipxe did not answer a script: %q", script)
 	}
+	cliWhileServing(ctx, t, ns, bin, data)
 	metrics, _ := ns.Run(ctx, "curl", "-sS", "http://10.80.0.1:8080/metrics")
 	for _, want := range []string{`ingot_tftp_transfers_total{result="ok"} 1`, `ingot_http_requests_total{code="200",route="ipxe"} 1`} {
 		if !strings.Contains(string(metrics), want) {
@@ -116,6 +117,39 @@ func TestIntegrationServeProcess(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "ingot stopped") {
 		t.Errorf("no graceful stop logged:\n%s", stderr.String())
+	}
+}
+
+// cliWhileServing runs the operator CLI (the real binary) against the
+// server while its DHCP serves the namespace: the CLI is an API client,
+// and the token is the one the first start wrote into the data folder.
+func cliWhileServing(ctx context.Context, t *testing.T, ns *netns.NS, bin, data string) {
+	t.Helper()
+	conn := []string{"--server", "http://10.80.0.1:8080", "--token-file", data + "/admin.token"}
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"machine", "add", "gpu-01", "--mac", "52:54:00:aa:bb:01", "--rack", "r1"}, "enrolled gpu-01"},
+		{[]string{"machine", "ls"}, "gpu-01"},
+		{[]string{"machine", "show", "gpu-01", "-o", "yaml"}, "name: gpu-01"},
+		{[]string{"events", "gpu-01"}, "enrolled"},
+		{[]string{"inventory", "show", "gpu-01", "--history"}, "no inventory for gpu-01"},
+		{[]string{"token", "ls"}, "admin"},
+		{[]string{"job", "ls", "-o", "json"}, "[]"},
+		{[]string{"image", "ls"}, "NAME"},
+		{[]string{"machine", "rm", "gpu-01"}, "removed gpu-01"},
+	}
+	for _, st := range steps {
+		out, err := ns.Run(ctx, bin, append(st.args, conn...)...)
+		if err != nil || !strings.Contains(string(out), st.want) {
+			t.Errorf("ingot %s while DHCP serves: %v\n%s\nwant %q", strings.Join(st.args, " "), err, out, st.want)
+		}
+	}
+	// The offline mode refuses the database the running server holds.
+	out, err := ns.Run(ctx, bin, "admin", "machine", "ls", "--db", data+"/ingot.db")
+	if err == nil || !strings.Contains(string(out), "held by a running ingot server") {
+		t.Errorf("ingot admin on the server's database: %v\n%s", err, out)
 	}
 }
 
