@@ -391,27 +391,40 @@ func firstBootOK(h *harness, id string) {
 	h.e.OnFirstBoot(ctx, id, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}})
 }
 
-// While the installed OS runs its burn-in, the BMC's power draw is read and
-// the highest kept: the node's watts under load, in the job and in the
-// verified inventory.
-func TestLoadWattsDuringBurnIn(t *testing.T) {
-	ctx := context.Background()
+// burnInHarness is a harness whose recipe has a burn-in check.
+func burnInHarness(t *testing.T) *harness {
 	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
 	h.recipe = testRecipe()
 	h.recipe.Acceptance.Checks = append(h.recipe.Acceptance.Checks, recipe.Check{Name: "gpu-burn"})
 	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
 	h.start(nil)
+	return h
+}
+
+// playAgent plays the in-RAM agent of a job that boots the machine, up to
+// the installed OS's first boot.
+func (h *harness) playAgent(machineID, jobID string) {
+	ctx := context.Background()
+	h.waitStep(jobID, engine.StepBoot)
+	h.e.OnTask(ctx, machineID)
+	h.e.OnInventory(ctx, machineID, machine.Inventory{Source: "agent"})
+	h.e.OnChecks(ctx, machineID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	h.e.OnDone(ctx, machineID, "handoff", true, "")
+	h.waitStep(jobID, engine.StepFirstBoot)
+}
+
+// While the installed OS runs its burn-in, the BMC's power draw is read and
+// the highest kept: the node's watts under load, in the job and in the
+// verified inventory.
+func TestLoadWattsDuringBurnIn(t *testing.T) {
+	ctx := context.Background()
+	h := burnInHarness(t)
 	m := h.enroll("node1")
 	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitStep(j.ID, engine.StepBoot)
-	h.e.OnTask(ctx, m.ID)
-	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
-	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
-	h.e.OnDone(ctx, m.ID, "handoff", true, "")
-	h.waitStep(j.ID, engine.StepFirstBoot)
+	h.playAgent(m.ID, j.ID)
 	time.Sleep(100 * time.Millisecond) // a few 5 ms samples
 	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1", Drivers: map[string]string{"nvidia": "535.309.01"}},
 		BurnIn: []engine.CheckResult{{Name: "gpu-burn", OK: true, Value: 5e13}}}); err != nil {
@@ -452,12 +465,7 @@ func TestJobKeepsItsRecipe(t *testing.T) {
 	h.mu.Lock()
 	h.recipe = reloaded
 	h.mu.Unlock()
-	h.waitStep(j.ID, engine.StepBoot)
-	h.e.OnTask(ctx, m.ID)
-	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
-	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
-	h.e.OnDone(ctx, m.ID, "handoff", true, "")
-	h.waitStep(j.ID, engine.StepFirstBoot)
+	h.playAgent(m.ID, j.ID)
 	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -476,22 +484,13 @@ func TestJobKeepsItsRecipe(t *testing.T) {
 // A restart during the burn-in keeps the samples taken and samples on.
 func TestLoadWattsResumeAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	h := &harness{t: t, bmc: &fakeBMC{}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
-	h.recipe = testRecipe()
-	h.recipe.Acceptance.Checks = append(h.recipe.Acceptance.Checks, recipe.Check{Name: "gpu-burn"})
-	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
-	h.start(nil)
+	h := burnInHarness(t)
 	m := h.enroll("node1")
 	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitStep(j.ID, engine.StepBoot)
-	h.e.OnTask(ctx, m.ID)
-	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
-	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
-	h.e.OnDone(ctx, m.ID, "handoff", true, "")
-	h.waitStep(j.ID, engine.StepFirstBoot)
+	h.playAgent(m.ID, j.ID)
 	time.Sleep(50 * time.Millisecond)
 	h.stop()
 	cur, _ := h.s.GetJob(ctx, j.ID)
