@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
@@ -96,21 +95,7 @@ func TestE2ELabBurnIn(t *testing.T) {
 			t.Fatal(err)
 		}
 		vm := l.State.VMs[0]
-		res, err := l.Reimage(ctx, vm.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j := res[0].Job
-		if j.State != wire.JobFailed || !strings.Contains(j.Reason, "cloud_init did not complete") {
-			t.Fatalf("job %s/%s (%s): want failed because cloud-init did not complete", j.Step, j.State, j.Reason)
-		}
-		m, err := l.Machine(ctx, vm.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.State != machine.StateFailed {
-			t.Errorf("%s is %s, want failed", vm.Name, m.State)
-		}
+		j := requireFailed(t, ctx, l, vm, "cloud_init did not complete")
 		if got := rootFile(t, vm, l.State.Artifacts, "/var/lib/cloud/seed/nocloud/user-data"); got != userData {
 			t.Errorf("%s: the installed disk's NoCloud user-data is %q, want the recipe's %q", vm.Name, got, userData)
 		}

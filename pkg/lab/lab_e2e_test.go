@@ -182,21 +182,7 @@ func TestE2ELab(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		res, err := l.Reimage(ctx, uefi.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		j := res[0].Job
-		if j.State != wire.JobFailed || !strings.Contains(j.Reason, "sha256") {
-			t.Fatalf("job %s/%s (%s), want failed with a sha256 mismatch", j.Step, j.State, j.Reason)
-		}
-		m, err := l.Machine(ctx, uefi.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.State != machine.StateFailed {
-			t.Fatalf("%s is %s, want failed", uefi.Name, m.State)
-		}
+		j := requireFailed(t, ctx, l, uefi, "sha256")
 		evs, _ := l.Events(ctx, uefi.Name)
 		for _, ev := range evs[len(evs)-3:] {
 			if ev.To == machine.StateReady {
@@ -205,6 +191,28 @@ func TestE2ELab(t *testing.T) {
 		}
 		t.Logf("failed as expected: %s", j.Reason)
 	})
+}
+
+// requireFailed reimages vm and requires its job and the machine to end
+// failed with a reason that says why.
+func requireFailed(t *testing.T, ctx context.Context, l *lab.Lab, vm lab.VM, why string) wire.Job {
+	t.Helper()
+	res, err := l.Reimage(ctx, vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := res[0].Job
+	if j.State != wire.JobFailed || !strings.Contains(j.Reason, why) {
+		t.Fatalf("job %s/%s (%s): want failed saying %q", j.Step, j.State, j.Reason, why)
+	}
+	m, err := l.Machine(ctx, vm.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.State != machine.StateFailed {
+		t.Fatalf("%s is %s, want failed", vm.Name, m.State)
+	}
+	return j
 }
 
 func requireReady(t *testing.T, ctx context.Context, l *lab.Lab, r lab.Result) {
