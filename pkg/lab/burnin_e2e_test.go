@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/lab"
-	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
