@@ -33,6 +33,7 @@ file while it runs, and admin says so at once instead of waiting.
                  the first operator token, before the server starts
   token ls       operator tokens
   token revoke ID
+  check          the file's consistency (every page, every record); exit 1 on damage
   machine ls     machines as the database holds them
   events NODE    a machine's events
 
@@ -78,6 +79,12 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 		return e.render(*output, toks, func() error { return writeTokens(e, wireTokens(toks)) })
 	case args[0] == "token" && len(pos) == 2 && pos[0] == "revoke":
 		return f.RevokeToken(ctx, pos[1], operatorActor(e))
+	case cmd == "check":
+		if err := st.Check(ctx); err != nil {
+			return fmt.Errorf("admin check %s: %w", *db, err)
+		}
+		fmt.Fprintf(e.stdout, "%s: consistent (every page and record read)\n", *db)
+		return nil
 	case cmd == "machine ls":
 		ms, err := f.List(ctx, store.MachineFilter{})
 		if err != nil {

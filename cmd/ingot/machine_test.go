@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -394,5 +395,33 @@ func TestSetRecipeIfMatchCLI(t *testing.T) {
 	}
 	if out := s.ok("machine", "show", "gpu-01"); !strings.Contains(out, "lab-qemu") {
 		t.Errorf("the stale change was applied:\n%s", out)
+	}
+}
+
+// A damaged database is named with what is wrong, by admin and by serve,
+// never a crash.
+func TestDamagedDatabaseCLI(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "ingot.db")
+	var c cliServer
+	c.t = t
+	c.ok("admin", "token", "create", "ops", "--db", db)
+	if out := c.ok("admin", "check", "--db", db); !strings.Contains(out, "consistent") {
+		t.Errorf("admin check on a good file: %q", out)
+	}
+	b, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, b[:3*4096], 0o600); err != nil { // truncated
+		t.Fatal(err)
+	}
+	if _, _, err := c.run("admin", "check", "--db", db); err == nil || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("admin check on a truncated file: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "serve", "--dhcp", "off", "--tftp=false", "--http-addr", freePort(t), "--data", t.TempDir(), "--db", db)
+	cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), db) || !strings.Contains(string(out), "database file is damaged") {
+		t.Errorf("serve on a truncated database: %v\n%s", err, out)
 	}
 }

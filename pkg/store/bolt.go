@@ -38,7 +38,14 @@ func Open(path string, opts Options) (*Bolt, error) {
 	// InitialMmapSize: address space only. Without it bbolt remaps as the
 	// file grows, and a remap waits for every reader (the DHCP server's
 	// lookups) to finish: the first thousands of leases paid it repeatedly.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, InitialMmapSize: 256 << 20})
+	if err := checkFile(path); err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	var db *bolt.DB
+	err := guard(path, func() (err error) {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.Timeout, InitialMmapSize: 256 << 20})
+		return err
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening store %s: %w (waited %s; stop the other process or use its API)", path, ErrLocked, opts.Timeout)
 	}
@@ -47,6 +54,10 @@ func Open(path string, opts Options) (*Bolt, error) {
 	}
 	if opts.BatchDelay > 0 {
 		db.MaxBatchDelay = opts.BatchDelay
+	}
+	if err := guard(path, func() error { return walk(db) }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	b := &Bolt{db: db, path: path, opts: opts}
 	if err := b.migrate(); err != nil {
@@ -114,7 +125,7 @@ func (b *Bolt) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.mapErr(b.db.View(fn))
+	return b.mapErr(guard(b.path, func() error { return b.db.View(fn) }))
 }
 
 // update runs one write transaction, committed and fsynced on return.
@@ -122,7 +133,7 @@ func (b *Bolt) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.mapErr(b.db.Update(fn))
+	return b.mapErr(guard(b.path, func() error { return b.db.Update(fn) }))
 }
 
 // batch is update with group commit: fn may run more than once and must only
@@ -131,7 +142,7 @@ func (b *Bolt) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.mapErr(b.db.Batch(fn))
+	return b.mapErr(guard(b.path, func() error { return b.db.Batch(fn) }))
 }
 
 func (b *Bolt) ready(ctx context.Context) error {

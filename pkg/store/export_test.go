@@ -26,3 +26,12 @@ func (b *Bolt) LeaseLogSegments() ([]string, error) {
 	}
 	return out, err
 }
+
+// HighWater is the file size a bbolt file's meta page 0 says it needs.
+func HighWater(b []byte) int {
+	m, err := parseMeta(b[:4096])
+	if err != nil {
+		return 0
+	}
+	return int(m.pgid) * int(m.pageSize)
+}
