@@ -48,7 +48,9 @@ func damagedCopy(t *testing.T, mutate func([]byte) []byte) (string, string) {
 	return bad, good
 }
 
-func itoa(i int) string { return string(rune('0'+i/100)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
+func itoa(i int) string {
+	return string(rune('0'+i/100)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10))
+}
 func mac(i int) string {
 	const hex = "0123456789abcdef"
 	return "52:54:00:00:" + string([]byte{hex[i>>4&15], hex[i&15]}) + ":" + string([]byte{hex[i>>12&15], hex[i>>8&15]})
@@ -63,8 +65,8 @@ func TestDamagedFile(t *testing.T) {
 		mutate func([]byte) []byte
 		want   string // "" opens fine
 	}{
-		"truncated by a page": {func(b []byte) []byte { return b[:store.HighWater(b)-4096] }, "truncated"},
-		"truncated to half": {func(b []byte) []byte { return b[:store.HighWater(b)/2] }, "truncated"},
+		"truncated by a page":  {func(b []byte) []byte { return b[:store.HighWater(b)-4096] }, "truncated"},
+		"truncated to half":    {func(b []byte) []byte { return b[:store.HighWater(b)/2] }, "truncated"},
 		"truncated to 3 pages": {func(b []byte) []byte { return b[:3*4096] }, "truncated"},
 		"garbled data pages": {func(b []byte) []byte {
 			r := rand.New(rand.NewPCG(1, 2))
