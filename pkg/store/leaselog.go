@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net/netip"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,11 +45,15 @@ import (
 //
 // Record format, little-endian: uint32 payload length, uint32 CRC-32C of
 // the payload, payload (JSON leaseOp). A record cut short or with a wrong
-// checksum at the end of the newest segment is the round being written when
-// the process died; its writers never returned, so it is dropped. Anywhere
-// else it is damage, and Open refuses to guess. A segment whose write
-// failed is never written again: writes fail until the applier has applied
-// it (so replay skips it) and moved on to a fresh segment.
+// checksum at the end of a segment is the round being written when the
+// process died (or whose write failed); its writers never got success, so
+// it is dropped. Damage with intact records after it is stepped over: the
+// records after it are replayed, the stretch is logged with the segment
+// and its offsets, and a copy of the segment is kept beside the database
+// (SEGMENT.damaged) for a person to look at; DHCP starts either way. A
+// segment whose write failed is never written again: writes fail until the
+// applier has applied it (so replay skips it) and moved on to a fresh
+// segment.
 
 // leaseLogInfix separates the database file name from the segment number.
 const leaseLogInfix = ".lease-log."
@@ -125,6 +130,48 @@ func decodeLeaseLog(data []byte) (ops []leaseOp, valid int, err error) {
 		off = end
 	}
 	return ops, len(data), nil
+}
+
+// leaseSkip is a damaged stretch of a segment that recovery stepped over.
+type leaseSkip struct {
+	From, To int // byte offsets: [From, To)
+	Why      error
+}
+
+// recoverLeaseLog decodes every intact record of a segment. Where a record
+// is damaged it resynchronises on the next intact one (a valid header,
+// checksum and payload) and records the stretch it stepped over, so damage
+// in the middle never takes the acknowledged records after it along. A
+// damaged end with nothing intact after it is the record being written
+// when the process died or when its write failed: its writer never got
+// success, and it is returned as tail, not as a skip.
+func recoverLeaseLog(data []byte) (ops []leaseOp, skips []leaseSkip, tail error) {
+	for off := 0; off < len(data); {
+		got, valid, err := decodeLeaseLog(data[off:])
+		ops = append(ops, got...)
+		if err == nil {
+			return ops, skips, nil
+		}
+		bad := off + valid
+		next := nextLeaseRecord(data, bad+1)
+		if next < 0 {
+			return ops, skips, fmt.Errorf("at offset %d: %w", bad, err)
+		}
+		skips = append(skips, leaseSkip{From: bad, To: next, Why: err})
+		off = next
+	}
+	return ops, skips, nil
+}
+
+// nextLeaseRecord is the first offset at or after from where an intact
+// record starts, -1 if none does.
+func nextLeaseRecord(data []byte, from int) int {
+	for p := from; p+leaseRecordHeader < len(data); p++ {
+		if ops, _, _ := decodeLeaseLog(data[p:]); len(ops) > 0 {
+			return p
+		}
+	}
+	return -1
 }
 
 // parseLeaseOp decodes and checks one payload: exactly one of put or del,
@@ -213,6 +260,21 @@ func newLeaseLog(dbPath string) *leaseLog {
 
 func (lg *leaseLog) segPath(n uint64) string {
 	return filepath.Join(lg.dir, lg.prefix+strconv.FormatUint(n, 10))
+}
+
+// keepDamaged logs each damaged stretch of segment n that replay stepped
+// over, with its offsets (leases in it are lost: their writers may have
+// been told they were stored), and keeps a copy of the segment as
+// SEGMENT.damaged for a person to look at.
+func (lg *leaseLog) keepDamaged(n uint64, data []byte, skips []leaseSkip, log *slog.Logger) {
+	path := lg.segPath(n)
+	for _, sk := range skips {
+		log.Error("store: lease log segment damaged in the middle; the records after the damage were recovered, the damaged bytes were not",
+			"segment", path, "from_offset", sk.From, "to_offset", sk.To, "why", sk.Why, "copy", path+".damaged")
+	}
+	if err := os.WriteFile(path+".damaged", data, 0o600); err != nil {
+		log.Error("store: keeping a copy of a damaged lease log segment", "segment", path, "err", err)
+	}
 }
 
 // segments lists the segment numbers present, ascending.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -369,11 +370,15 @@ func TestLeaseLogOversizeRecord(t *testing.T) {
 
 // Damage anywhere but at the end of the newest segment is not a torn write:
 // leases after it were acknowledged, so Open refuses, naming the segment.
-func TestLeaseLogDamagedOlderSegment(t *testing.T) {
+// Damage in the middle of a segment (an older one or the newest) never
+// takes the acknowledged records after it along: replay steps over the
+// damaged stretch, recovers what follows, logs the segment and offsets and
+// keeps a copy; DHCP starts.
+func TestLeaseLogDamagedSegment(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "ingot.db")
 	b := openT(t, path)
-	for i := 1; i <= 2; i++ {
+	for i := 1; i <= 3; i++ {
 		if err := b.PutLease(ctx, testLease(fmt.Sprintf("52:54:00:00:00:0%d", i), fmt.Sprintf("10.0.0.%d", i))); err != nil {
 			t.Fatal(err)
 		}
@@ -389,13 +394,84 @@ func TestLeaseLogDamagedOlderSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	newer := strings.TrimSuffix(segs[0], "1") + "2"
-	rec, _ := appendLeaseRecord(nil, leaseOp{Put: &Lease{MAC: "52:54:00:00:00:03", IP: netip.MustParseAddr("10.0.0.3")}})
+	var rec []byte
+	for _, op := range []leaseOp{
+		{Put: &Lease{MAC: "52:54:00:00:00:04", IP: netip.MustParseAddr("10.0.0.4"), State: "bound", Expires: time.Now().Add(time.Hour)}},
+		{Put: &Lease{MAC: "52:54:00:00:00:05", IP: netip.MustParseAddr("10.0.0.5"), State: "bound", Expires: time.Now().Add(time.Hour)}},
+	} {
+		rec, _ = appendLeaseRecord(rec, op)
+	}
+	bad := frameLeaseRecord(nil, []byte(`{"put":{}}`)) // checksum right, content not a lease
+	first := 8 + int(rec[0])
+	rec = append(rec[:first:first], append(bad, rec[first:]...)...)
 	if err := os.WriteFile(newer, rec, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(path, Options{Timeout: time.Second})
-	if err == nil || !strings.Contains(err.Error(), segs[0]) || !strings.Contains(err.Error(), "checksum") {
-		t.Fatalf("Open with a damaged older segment: %v, want a refusal naming %s and the checksum", err, segs[0])
+	var logs bytes.Buffer
+	b, err = Open(path, Options{Timeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("Open with damaged segments: %v; DHCP must start", err)
+	}
+	defer b.Close()
+	for mac, want := range map[string]bool{"52:54:00:00:00:01": false, "52:54:00:00:00:02": true, "52:54:00:00:00:03": true,
+		"52:54:00:00:00:04": true, "52:54:00:00:00:05": true} {
+		_, err := b.LeaseByMAC(ctx, mac)
+		if got := err == nil; got != want {
+			t.Errorf("lease %s after replay: %v, want present=%v", mac, err, want)
+		}
+	}
+	for _, w := range []string{segs[0], newer, "from_offset=0", "from_offset=" + fmt.Sprint(first), "checksum"} {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("replay log lacks %q:\n%s", w, logs.String())
+		}
+	}
+	for _, seg := range []string{segs[0], newer} {
+		if _, err := os.Stat(seg + ".damaged"); err != nil {
+			t.Errorf("no copy of the damaged segment: %v", err)
+		}
+	}
+}
+
+func TestRecoverLeaseLog(t *testing.T) {
+	var rec []byte
+	offs := []int{}
+	for i := 1; i <= 4; i++ {
+		offs = append(offs, len(rec))
+		rec, _ = appendLeaseRecord(rec, leaseOp{Del: fmt.Sprintf("52:54:00:00:00:0%d", i)})
+	}
+	flip := func(at int) []byte { d := bytes.Clone(rec); d[at] ^= 0x55; return d }
+	cases := map[string]struct {
+		data  []byte
+		ops   int
+		skips [][2]int
+		tail  bool
+	}{
+		"intact":            {rec, 4, nil, false},
+		"second damaged":    {flip(offs[1] + 10), 3, [][2]int{{offs[1], offs[2]}}, false},
+		"length damaged":    {flip(offs[2] + 1), 3, [][2]int{{offs[2], offs[3]}}, false},
+		"last damaged":      {flip(offs[3] + 10), 3, nil, true},
+		"torn end":          {rec[:len(rec)-2], 3, nil, true},
+		"garbage between":   {append(append(bytes.Clone(rec[:offs[2]]), 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 9), rec[offs[2]:]...), 4, [][2]int{{offs[2], offs[2] + 9}}, false},
+	}
+	two := flip(offs[0] + 10)
+	two[offs[2]+10] ^= 0x55
+	cases["two damaged spans"] = struct {
+		data  []byte
+		ops   int
+		skips [][2]int
+		tail  bool
+	}{two, 2, [][2]int{{0, offs[1]}, {offs[2], offs[3]}}, false}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			ops, skips, tail := recoverLeaseLog(c.data)
+			var got [][2]int
+			for _, s := range skips {
+				got = append(got, [2]int{s.From, s.To})
+			}
+			if len(ops) != c.ops || fmt.Sprint(got) != fmt.Sprint(c.skips) || (tail != nil) != c.tail {
+				t.Errorf("%d ops, skips %v, tail %v; want %d ops, skips %v, tail %v", len(ops), got, tail, c.ops, c.skips, c.tail)
+			}
+		})
 	}
 }
 
@@ -428,4 +504,30 @@ func TestLeaseLogLeaderHandsOver(t *testing.T) {
 	if span > 2 || rounds >= 960 {
 		t.Errorf("a PutLease waited for %d rounds (want <= 2); %d rounds for 960 leases (want group commit)", span, rounds)
 	}
+}
+
+func FuzzRecoverLeaseLog(f *testing.F) {
+	var seed []byte
+	for i := 1; i <= 3; i++ {
+		seed, _ = appendLeaseRecord(seed, leaseOp{Del: fmt.Sprintf("52:54:00:00:00:0%d", i)})
+	}
+	f.Add(seed)
+	damaged := bytes.Clone(seed)
+	damaged[10] ^= 0xff
+	f.Add(damaged)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ops, skips, _ := recoverLeaseLog(data)
+		last := -1
+		for _, s := range skips {
+			if s.From <= last || s.To <= s.From || s.To > len(data) || s.Why == nil {
+				t.Fatalf("skip %+v after offset %d in %d bytes", s, last, len(data))
+			}
+			last = s.To
+		}
+		for _, op := range ops {
+			if (op.Put == nil) == (op.Del == "") {
+				t.Fatalf("op with both or neither: %+v", op)
+			}
+		}
+	})
 }

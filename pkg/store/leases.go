@@ -510,16 +510,13 @@ func (b *Bolt) openLeases() error {
 		if err != nil {
 			return fmt.Errorf("replaying lease log: %w", err)
 		}
-		seg, valid, derr := decodeLeaseLog(data)
-		if derr != nil && n != segs[len(segs)-1] {
-			// Only the segment being written when the process died can end
-			// in a partial record; acknowledged leases may follow this one.
-			return fmt.Errorf("lease log segment %s is damaged: %w; it is not the newest segment, so leases after the "+
-				"damage were acknowledged: keep a copy, then remove the segment to start without them", lg.segPath(n), derr)
+		seg, skips, tail := recoverLeaseLog(data)
+		if tail != nil {
+			b.opts.Logger.Warn("store: lease log segment ends in a partial record (being written when the process died or its write failed, never acknowledged); dropped",
+				"segment", lg.segPath(n), "why", tail)
 		}
-		if derr != nil {
-			b.opts.Logger.Warn("store: lease log ends in a partial record (being written when the process died, never acknowledged); dropped",
-				"segment", lg.segPath(n), "valid_bytes", valid, "dropped_bytes", len(data)-valid, "why", derr)
+		if len(skips) > 0 {
+			lg.keepDamaged(n, data, skips, b.opts.Logger)
 		}
 		ops = append(ops, seg...)
 	}
