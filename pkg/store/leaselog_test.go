@@ -446,12 +446,12 @@ func TestRecoverLeaseLog(t *testing.T) {
 		skips [][2]int
 		tail  bool
 	}{
-		"intact":            {rec, 4, nil, false},
-		"second damaged":    {flip(offs[1] + 10), 3, [][2]int{{offs[1], offs[2]}}, false},
-		"length damaged":    {flip(offs[2] + 1), 3, [][2]int{{offs[2], offs[3]}}, false},
-		"last damaged":      {flip(offs[3] + 10), 3, nil, true},
-		"torn end":          {rec[:len(rec)-2], 3, nil, true},
-		"garbage between":   {append(append(bytes.Clone(rec[:offs[2]]), 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 9), rec[offs[2]:]...), 4, [][2]int{{offs[2], offs[2] + 9}}, false},
+		"intact":          {rec, 4, nil, false},
+		"second damaged":  {flip(offs[1] + 10), 3, [][2]int{{offs[1], offs[2]}}, false},
+		"length damaged":  {flip(offs[2] + 1), 3, [][2]int{{offs[2], offs[3]}}, false},
+		"last damaged":    {flip(offs[3] + 10), 3, nil, true},
+		"torn end":        {rec[:len(rec)-2], 3, nil, true},
+		"garbage between": {append(append(bytes.Clone(rec[:offs[2]]), 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0, 9), rec[offs[2]:]...), 4, [][2]int{{offs[2], offs[2] + 9}}, false},
 	}
 	two := flip(offs[0] + 10)
 	two[offs[2]+10] ^= 0x55
