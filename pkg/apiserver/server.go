@@ -127,45 +127,55 @@ type route struct {
 	method, pattern string
 	access          access
 	h               func(w http.ResponseWriter, r *http.Request, p principal) error
+	// maxBody bounds the request body (0: defaultBody); a route reads it
+	// only after its caller was authenticated or tied to a machine.
+	maxBody int64
 }
+
+// Request body limits.
+const (
+	defaultBody   = 1 << 20  // operator requests, checks, logs, first boot
+	inventoryBody = 4 << 20  // an agent's inventory (8 GPUs, NICs, disks, DIMMs)
+	smallBody     = 64 << 10 // progress, done, peer, exchange
+)
 
 func (s *Server) routes() []route {
 	return []route{
-		{"GET", "/api/v1/openapi.yaml", public, s.getOpenAPI},
-		{"GET", "/api/v1/version", public, s.getVersion},
-		{"GET", "/api/v1/machines", operator, s.listMachines},
-		{"POST", "/api/v1/machines", operator, s.createMachine},
-		{"GET", "/api/v1/machines/{id}", operator, s.getMachine},
-		{"DELETE", "/api/v1/machines/{id}", operator, s.deleteMachine},
-		{"PUT", "/api/v1/machines/{id}/recipe", operator, s.putRecipe},
-		{"POST", "/api/v1/machines/{id}/inspect", operator, s.postInspect},
-		{"GET", "/api/v1/machines/{id}/inventory", operator, s.getInventory},
-		{"GET", "/api/v1/machines/{id}/inventory/diff", operator, s.getInventoryDiff},
-		{"GET", "/api/v1/machines/{id}/events", operator, s.getEvents},
-		{"POST", "/api/v1/machines/{id}/waivers", operator, s.postWaiver},
-		{"DELETE", "/api/v1/machines/{id}/waivers/{check}", operator, s.deleteWaiver},
-		{"GET", "/api/v1/recipes", operator, s.listRecipes},
-		{"GET", "/api/v1/recipes/{name}", operator, s.getRecipe},
-		{"GET", "/api/v1/jobs", operator, s.listJobs},
-		{"GET", "/api/v1/jobs/{id}", operator, s.getJob},
-		{"POST", "/api/v1/jobs/{id}/cancel", operator, s.postCancel},
-		{"POST", "/api/v1/reimage", operator, s.postReimage},
-		{"POST", "/api/v1/rollouts", operator, s.postRollout},
-		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob},
-		{"GET", "/api/v1/tokens", operator, s.listTokens},
-		{"POST", "/api/v1/tokens", operator, s.postToken},
-		{"DELETE", "/api/v1/tokens/{id}", operator, s.deleteToken},
-		{"GET", "/api/v1/images", operator, s.listImages},
-		{"POST", api.PathCredential, public, s.agentCredential},
-		{"POST", api.PathExchange, exchange, s.agentExchange},
-		{"GET", api.PathTask, agent, s.agentTask},
-		{"POST", api.PathInventory, public, s.agentInventory},
-		{"POST", api.PathProgress, agent, s.agentProgress},
-		{"POST", api.PathChecks, agent, s.agentChecks},
-		{"POST", api.PathLog, agent, s.agentLog},
-		{"POST", api.PathDone, agent, s.agentDone},
-		{"POST", api.PathFirstboot, firstBoot, s.agentFirstBoot},
-		{"POST", api.PathPeer, firstBoot, s.agentPeer},
+		{"GET", "/api/v1/openapi.yaml", public, s.getOpenAPI, 0},
+		{"GET", "/api/v1/version", public, s.getVersion, 0},
+		{"GET", "/api/v1/machines", operator, s.listMachines, 0},
+		{"POST", "/api/v1/machines", operator, s.createMachine, 0},
+		{"GET", "/api/v1/machines/{id}", operator, s.getMachine, 0},
+		{"DELETE", "/api/v1/machines/{id}", operator, s.deleteMachine, 0},
+		{"PUT", "/api/v1/machines/{id}/recipe", operator, s.putRecipe, 0},
+		{"POST", "/api/v1/machines/{id}/inspect", operator, s.postInspect, 0},
+		{"GET", "/api/v1/machines/{id}/inventory", operator, s.getInventory, 0},
+		{"GET", "/api/v1/machines/{id}/inventory/diff", operator, s.getInventoryDiff, 0},
+		{"GET", "/api/v1/machines/{id}/events", operator, s.getEvents, 0},
+		{"POST", "/api/v1/machines/{id}/waivers", operator, s.postWaiver, 0},
+		{"DELETE", "/api/v1/machines/{id}/waivers/{check}", operator, s.deleteWaiver, 0},
+		{"GET", "/api/v1/recipes", operator, s.listRecipes, 0},
+		{"GET", "/api/v1/recipes/{name}", operator, s.getRecipe, 0},
+		{"GET", "/api/v1/jobs", operator, s.listJobs, 0},
+		{"GET", "/api/v1/jobs/{id}", operator, s.getJob, 0},
+		{"POST", "/api/v1/jobs/{id}/cancel", operator, s.postCancel, 0},
+		{"POST", "/api/v1/reimage", operator, s.postReimage, 0},
+		{"POST", "/api/v1/rollouts", operator, s.postRollout, 0},
+		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob, 0},
+		{"GET", "/api/v1/tokens", operator, s.listTokens, 0},
+		{"POST", "/api/v1/tokens", operator, s.postToken, 0},
+		{"DELETE", "/api/v1/tokens/{id}", operator, s.deleteToken, 0},
+		{"GET", "/api/v1/images", operator, s.listImages, 0},
+		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
+		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
+		{"GET", api.PathTask, agent, s.agentTask, 0},
+		{"POST", api.PathInventory, public, s.agentInventory, inventoryBody},
+		{"POST", api.PathProgress, agent, s.agentProgress, smallBody},
+		{"POST", api.PathChecks, agent, s.agentChecks, 0},
+		{"POST", api.PathLog, agent, s.agentLog, 0},
+		{"POST", api.PathDone, agent, s.agentDone, smallBody},
+		{"POST", api.PathFirstboot, firstBoot, s.agentFirstBoot, 0},
+		{"POST", api.PathPeer, firstBoot, s.agentPeer, smallBody},
 	}
 }
 
@@ -200,6 +210,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 		if s.version != "" {
 			w.Header().Set(wire.VersionHeader, s.version)
 		}
+		limit := rt.maxBody
+		if limit == 0 {
+			limit = defaultBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		var p principal
 		if rt.access != public {
 			var err error
@@ -262,10 +277,20 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v)
 }
 
+// decode reads one JSON value from the body (its route's limit applies:
+// wrap) and refuses unknown fields and anything after the value.
 func decode(r *http.Request, v any) error {
-	d := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 16<<20))
+	d := json.NewDecoder(r.Body)
 	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
+	err := d.Decode(v)
+	if err == nil && d.More() {
+		err = errors.New("more than one JSON value")
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return errorf(http.StatusRequestEntityTooLarge, "request body of %s %s: larger than this route's %d bytes", r.Method, r.URL.Path, tooBig.Limit)
+	}
+	if err != nil {
 		return errorf(http.StatusBadRequest, "request body of %s %s: %v", r.Method, r.URL.Path, err)
 	}
 	return nil
@@ -360,10 +385,8 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 // token) sends ?mac=, accepted only from the address ingot's DHCP leased
 // to that MAC and only for a machine still in state discovered.
 func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, _ principal) error {
-	var inv machine.Inventory
-	if err := decode(r, &inv); err != nil {
-		return err
-	}
+	// Who is asking first: nothing of the body is read for a caller that
+	// is neither authenticated nor tied to a machine.
 	id, err := s.machineByTokenOrLease(r)
 	if err != nil {
 		return err
@@ -376,6 +399,10 @@ func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, _ princi
 		if m.State != machine.StateDiscovered {
 			return errorf(http.StatusForbidden, "inventory by MAC is for discovered machines; %s is %s: use its machine token", m.Name, m.State)
 		}
+	}
+	var inv machine.Inventory
+	if err := decode(r, &inv); err != nil {
+		return err
 	}
 	p := principal{machineID: id}
 	if inv.Source == "" {

@@ -37,6 +37,16 @@ type Config struct {
 	HTTPAddr  string `yaml:"http_addr"`
 	LogLevel  string `yaml:"log_level"`
 
+	// HTTP limits: a request (headers and body) must arrive within
+	// HTTPReadTimeout, an answer leave within HTTPWriteTimeout (artifact
+	// and boot file downloads get a deadline from their size instead), an
+	// idle keep-alive connection closes after HTTPIdleTimeout, and one
+	// client address holds at most HTTPMaxConnsPerClient connections.
+	HTTPReadTimeout       time.Duration `yaml:"http_read_timeout"`
+	HTTPWriteTimeout      time.Duration `yaml:"http_write_timeout"`
+	HTTPIdleTimeout       time.Duration `yaml:"http_idle_timeout"`
+	HTTPMaxConnsPerClient int           `yaml:"http_max_conns_per_client"`
+
 	RA       bool   `yaml:"ra"`
 	RAPrefix string `yaml:"ra_prefix"`
 
@@ -67,21 +77,25 @@ type Config struct {
 // are derived from Data by Load.
 func Defaults() Config {
 	return Config{
-		Data:             "/var/lib/ingot",
-		HTTPAddr:         ":8080",
-		LogLevel:         "info",
-		RA:               true,
-		DHCP:             "full",
-		LeaseTime:        time.Hour,
-		Unknown:          "discover",
-		TFTP:             true,
-		TFTPPort:         69,
-		TFTPMaxTransfers: 64,
-		TFTPBlockSize:    65464,
-		IPXEDir:          "/usr/lib/ipxe",
-		BootLinkTargets:  []string{"/boot"}, // Debian: /usr/lib/ipxe/ipxe.efi -> /boot/ipxe.efi
-		DiscoveryKernel:  "agent-vmlinuz",
-		DiscoveryInitrd:  "agent-initrd",
+		Data:                  "/var/lib/ingot",
+		HTTPAddr:              ":8080",
+		LogLevel:              "info",
+		HTTPReadTimeout:       30 * time.Second,
+		HTTPWriteTimeout:      2 * time.Minute,
+		HTTPIdleTimeout:       time.Minute,
+		HTTPMaxConnsPerClient: 32,
+		RA:                    true,
+		DHCP:                  "full",
+		LeaseTime:             time.Hour,
+		Unknown:               "discover",
+		TFTP:                  true,
+		TFTPPort:              69,
+		TFTPMaxTransfers:      64,
+		TFTPBlockSize:         65464,
+		IPXEDir:               "/usr/lib/ipxe",
+		BootLinkTargets:       []string{"/boot"}, // Debian: /usr/lib/ipxe/ipxe.efi -> /boot/ipxe.efi
+		DiscoveryKernel:       "agent-vmlinuz",
+		DiscoveryInitrd:       "agent-initrd",
 	}
 }
 
@@ -96,6 +110,10 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (boot scripts, artifacts, metrics, API)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "a request's headers and body must arrive within this")
+	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", c.HTTPWriteTimeout, "an answer must leave within this (downloads get a deadline from their size)")
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "an idle keep-alive connection closes after this")
+	fs.IntVar(&c.HTTPMaxConnsPerClient, "http-max-conns-per-client", c.HTTPMaxConnsPerClient, "open HTTP connections one client address may hold; more are closed at once")
 	fs.BoolVar(&c.RA, "ra", c.RA, "answer IPv6 router solicitations on --interface with a ULA prefix, no default route (iPXE otherwise waits ~14 s)")
 	fs.StringVar(&c.RAPrefix, "ra-prefix", c.RAPrefix, "IPv6 /64 advertised by --ra (default fd00:696e:676f:7400::/64)")
 	fs.StringVar(&c.DHCP, "dhcp", c.DHCP, "DHCP mode: full, proxy or off")

@@ -163,7 +163,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	for _, m := range d.Mount {
 		m(mux)
 	}
-	services = append(services, Critical(ServiceFunc("http", httpService(httpLn, mux, d.Logger))))
+	services = append(services, Critical(ServiceFunc("http", httpService(httpLn, mux, cfg, d.Logger))))
 	services = append(services, d.Services...)
 
 	d.Logger.Info("ingot serving", "interface", cfg.Interface, "server_ip", serverIP, "http", httpLn.Addr().String(),

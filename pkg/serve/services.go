@@ -95,9 +95,16 @@ func listenRA(cfg ra.Config) (*ra.Responder, error) {
 }
 
 // httpService serves mux on ln until ctx ends, then drains for up to 10s.
-func httpService(ln net.Listener, h http.Handler, log *slog.Logger) func(context.Context) error {
+// Slow or idle clients are cut by the timeouts, and one client address
+// holds at most cfg.HTTPMaxConnsPerClient connections.
+func httpService(ln net.Listener, h http.Handler, cfg Config, log *slog.Logger) func(context.Context) error {
 	return func(ctx context.Context) error {
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: min(10*time.Second, cfg.HTTPReadTimeout),
+			ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
+			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		if cfg.HTTPMaxConnsPerClient > 0 {
+			ln = perClientLimit(ln, cfg.HTTPMaxConnsPerClient, log)
+		}
 		done := make(chan error, 1)
 		stop := context.AfterFunc(ctx, func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

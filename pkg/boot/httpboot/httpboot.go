@@ -297,7 +297,7 @@ func (h *Handler) serveArtifact(w http.ResponseWriter, r *http.Request, sha stri
 	w.Header().Set("ETag", `"`+sha+`"`)
 	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	serveFile(w, r, f, fi.Size(), fi.ModTime())
 }
 
 // serveBootFile serves iPXE binaries for UEFI HTTP boot clients.
@@ -316,5 +316,5 @@ func (h *Handler) serveBootFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	serveFile(w, r, f, fi.Size(), fi.ModTime())
 }

@@ -230,6 +230,16 @@ func TestArtifactRangeETag(t *testing.T) {
 			if resp.StatusCode != 200 || len(body) != len(f.big) {
 				t.Errorf("If-Range mismatch: status %d, %d bytes; want the whole file", resp.StatusCode, len(body))
 			}
+			many := strings.TrimSuffix(strings.Repeat("0-0,", 17), ",")
+			for _, rng := range []struct {
+				h    string
+				code int
+			}{{"bytes=-0", 416}, {"bytes=0-9,-0", 416}, {"bytes=" + many, 416}, {"bytes=" + many[4:], 206}} {
+				resp, body = f.get(t, path, map[string]string{"Range": rng.h})
+				if resp.StatusCode != rng.code || (rng.code == 416 && len(body) > 100) {
+					t.Errorf("Range %.30s: status %d, %d bytes; want %d", rng.h, resp.StatusCode, len(body), rng.code)
+				}
+			}
 			hresp, err := http.Head(f.srv.URL + path)
 			if err != nil || hresp.StatusCode != 200 || hresp.ContentLength != int64(len(f.big)) {
 				t.Errorf("HEAD: %v status %v length %v", err, hresp.StatusCode, hresp.ContentLength)
