@@ -50,4 +50,3 @@ func badRange(h string) string {
 	}
 	return ""
 }
-
