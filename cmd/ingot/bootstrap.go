@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,30 +12,32 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
+// bootstrapTTL is the first token's lifetime: long enough to make your
+// own (ingot token create), short enough not to linger.
+const bootstrapTTL = 7 * 24 * time.Hour
+
 // bootstrapToken gives a fresh server its first operator token: when the
 // database holds none, it creates one named admin and writes its secret to
 // DATA/admin.token (0600, readable by root only), the file the CLI reads
-// when nothing else names a token. Later starts leave everything as it is;
-// an operator who removes every token (and the file) gets a new one.
+// when nothing else names a token. It lives bootstrapTTL. Later starts
+// leave everything as it is while a live operator token exists; once none
+// does (all expired or revoked), the next start writes a new one there.
 func bootstrapToken(ctx context.Context, st store.Store, data string, log *slog.Logger) error {
 	toks, err := st.ListTokens(ctx)
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
 	for _, t := range toks {
-		if fleet.ValidScope(t.Scope) {
+		if fleet.ValidScope(t.Scope) && (t.Expires.IsZero() || time.Now().Before(t.Expires)) {
 			return nil
 		}
 	}
 	path := filepath.Join(data, bootstrapTokenFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("bootstrap token: the database has no operator token but %s exists: remove it (its token is gone) or create one with 'ingot admin token create NAME' before starting", path)
-	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("bootstrap token: %w", err)
 	}
-	secret, t, err := fleet.CreateToken(ctx, st, "admin", fleet.ScopeOperator, 0, time.Now())
+	secret, t, err := fleet.CreateToken(ctx, st, "admin", fleet.ScopeOperator, bootstrapTTL, time.Now())
 	if err == nil {
 		_, err = fmt.Fprintln(f, secret)
 	}

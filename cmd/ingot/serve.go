@@ -74,6 +74,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if n, err := prov.fleet.SweepTokens(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("expired operator tokens removed at start", "count", n)
+	}
 	return serve.Run(ctx, cfg, serve.Deps{
 		Store:     st,
 		Discover:  prov.fleet,

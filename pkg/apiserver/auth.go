@@ -76,6 +76,9 @@ func (s *Server) authenticate(r *http.Request, kinds ...string) (principal, erro
 	case t.Revoked:
 		return principal{}, fmt.Errorf("%w: token %s was revoked", errUnauthorized, t.ID)
 	case !t.Expires.IsZero() && s.now().After(t.Expires):
+		if err := s.store.DeleteToken(r.Context(), t.Hash); err == nil {
+			s.log.Info("expired token removed at its use", "token", t.ID, "name", t.Name)
+		}
 		return principal{}, fmt.Errorf("%w: token %s expired at %s", errUnauthorized, t.ID, t.Expires.Format(time.RFC3339))
 	}
 	if t.JobID != "" {

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,10 +12,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingot-dev/ingot/pkg/agentauth"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
@@ -232,5 +235,24 @@ func TestBodyLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Errorf("two JSON values: %d, want 400", resp.StatusCode)
+	}
+}
+
+// An expired token is refused and removed at its first use after expiry.
+func TestExpiredTokenRemoved(t *testing.T) {
+	f := newFixture(t)
+	now := time.Now()
+	f.srv.now = func() time.Time { return now }
+	_, body := f.do(t, "POST", "/api/v1/tokens", f.operator, wire.TokenRequest{Name: "brief", TTL: "1h"})
+	var made wire.TokenCreated
+	if err := json.Unmarshal(body, &made); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	if code, body := f.do(t, "GET", "/api/v1/machines", made.Secret, nil); code != 401 || !strings.Contains(string(body), "expired") {
+		t.Errorf("expired token: %d %s, want 401 saying it expired", code, body)
+	}
+	if _, err := f.s.TokenByHash(context.Background(), agentauth.Hash(made.Secret)); err == nil {
+		t.Error("the expired token is still stored")
 	}
 }

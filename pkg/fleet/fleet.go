@@ -26,6 +26,7 @@ import (
 var (
 	ErrInvalid = errors.New("invalid request")
 	ErrBusy    = errors.New("machine is in a running job")
+	ErrFull    = errors.New("too many discovered machines")
 )
 
 // RecipeSource returns a resolved, linted recipe by name.
@@ -49,6 +50,10 @@ type Config struct {
 	DialBMC DialBMC
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// MaxDiscovered bounds the machines discovery keeps in state
+	// discovered (default 1000): a flood of made-up MACs on the boot
+	// network cannot fill the store.
+	MaxDiscovered int
 }
 
 // Service owns machine state. Safe for concurrent use.
@@ -56,6 +61,7 @@ type Service struct {
 	store   store.Store
 	recipes RecipeSource
 	dial    DialBMC
+	maxDisc int
 	log     *slog.Logger
 	now     func() time.Time
 }
@@ -65,12 +71,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Recipes == nil {
 		return nil, errors.New("fleet: Store and Recipes are required")
 	}
-	s := &Service{store: cfg.Store, recipes: cfg.Recipes, dial: cfg.DialBMC, log: cfg.Logger, now: cfg.Now}
+	s := &Service{store: cfg.Store, recipes: cfg.Recipes, dial: cfg.DialBMC, maxDisc: cfg.MaxDiscovered, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.maxDisc <= 0 {
+		s.maxDisc = 1000
 	}
 	return s, nil
 }

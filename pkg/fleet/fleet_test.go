@@ -201,3 +201,51 @@ func TestInspect(t *testing.T) {
 		t.Errorf("Inspect with the BMC down: %v, want an error naming the BMC", err)
 	}
 }
+
+// Tokens expire by default, and expired ones are swept away.
+func TestTokenExpiry(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenWith(t, store.Options{Timeout: time.Second})
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	s, err := New(Config{Store: st, Recipes: func(string) (*recipe.Recipe, error) { return nil, nil }, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, def, err := s.CreateToken(ctx, "ops", "", 0, "admin:root")
+	if err != nil || !def.Expires.Equal(now.Add(DefaultTokenTTL)) {
+		t.Fatalf("token without a lifetime expires %v (%v), want now + %s", def.Expires, err, DefaultTokenTTL)
+	}
+	if _, _, err := s.CreateToken(ctx, "short", "", time.Hour, "admin:root"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Hour)
+	if n, err := s.SweepTokens(ctx); err != nil || n != 1 {
+		t.Fatalf("SweepTokens = %d, %v; want the one expired token", n, err)
+	}
+	toks, _ := s.Tokens(ctx)
+	if len(toks) != 1 || toks[0].Name != "ops" {
+		t.Errorf("tokens after the sweep: %+v", toks)
+	}
+}
+
+// Discovery keeps at most MaxDiscovered machines waiting: a flood of
+// made-up MACs cannot fill the store.
+func TestDiscoveryCap(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.OpenWith(t, store.Options{Timeout: time.Second})
+	s, err := New(Config{Store: st, Recipes: func(string) (*recipe.Recipe, error) { return nil, nil }, MaxDiscovered: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Discover(ctx, fmt.Sprintf("52:54:00:00:01:%02x", i), "bios", "dhcp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Discover(ctx, "52:54:00:00:01:ff", "bios", "dhcp"); !errors.Is(err, ErrFull) {
+		t.Errorf("fourth discovery: %v, want ErrFull", err)
+	}
+	if _, err := s.Discover(ctx, "52:54:00:00:01:00", "bios", "dhcp"); err != nil {
+		t.Errorf("a known MAC at the limit: %v, want its machine", err)
+	}
+}

@@ -132,6 +132,13 @@ func (s *Service) Discover(ctx context.Context, mac, arch, actor string) (*machi
 	if m, err := s.store.MachineByMAC(ctx, norm); err == nil {
 		return m, nil
 	}
+	found, err := s.store.ListMachines(ctx, store.MachineFilter{State: machine.StateDiscovered})
+	if err != nil {
+		return nil, fmt.Errorf("discovering %s: %w", norm, err)
+	}
+	if len(found) >= s.maxDisc {
+		return nil, fmt.Errorf("discovering %s: %w: %d machines wait in state discovered (the limit): enrol or remove some", norm, ErrFull, len(found))
+	}
 	id := "mac-" + strings.ReplaceAll(norm, ":", "")
 	m := &machine.Machine{ID: id, Name: id, MACs: []string{norm}, Arch: arch, State: machine.StateDiscovered,
 		Created: s.now(), Updated: s.now()}

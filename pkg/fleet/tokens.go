@@ -18,6 +18,11 @@ const (
 	ScopeReadOnly = "read-only"
 )
 
+// DefaultTokenTTL is how long an operator token lives when its creator
+// names no lifetime: tokens expire by default, and expired ones are
+// removed (SweepTokens, and at their first use after expiry).
+const DefaultTokenTTL = 90 * 24 * time.Hour
+
 // ValidScope reports whether s is an operator token scope.
 func ValidScope(s string) bool { return s == ScopeOperator || s == ScopeReadOnly }
 
@@ -29,7 +34,7 @@ func NewSecret(prefix string) string {
 }
 
 // CreateToken stores a new operator token and returns its secret, which is
-// shown once and never stored (only its hash is). ttl 0: until revoked.
+// shown once and never stored (only its hash is). ttl 0: DefaultTokenTTL.
 func CreateToken(ctx context.Context, s store.Store, name, scope string, ttl time.Duration, now time.Time) (string, store.Token, error) {
 	if err := CheckName(name); err != nil {
 		return "", store.Token{}, fmt.Errorf("token name: %w", err)
@@ -41,14 +46,14 @@ func CreateToken(ctx context.Context, s store.Store, name, scope string, ttl tim
 		return "", store.Token{}, invalid("scope %q: expected %s or %s", scope, ScopeOperator, ScopeReadOnly)
 	}
 	if ttl < 0 {
-		return "", store.Token{}, invalid("ttl %s: expected a positive lifetime, or 0 for none", ttl)
+		return "", store.Token{}, invalid("ttl %s: expected a positive lifetime, or 0 for the default %s", ttl, DefaultTokenTTL)
+	}
+	if ttl == 0 {
+		ttl = DefaultTokenTTL
 	}
 	secret := NewSecret("ingot_")
 	h := agentauth.Hash(secret)
-	t := store.Token{ID: "t-" + h[:10], Name: name, Hash: h, Scope: scope, Created: now}
-	if ttl > 0 {
-		t.Expires = now.Add(ttl)
-	}
+	t := store.Token{ID: "t-" + h[:10], Name: name, Hash: h, Scope: scope, Created: now, Expires: now.Add(ttl)}
 	if err := s.PutToken(ctx, t); err != nil {
 		return "", t, fmt.Errorf("storing token %s: %w", name, err)
 	}
@@ -98,4 +103,24 @@ func (s *Service) RevokeToken(ctx context.Context, id, actor string) error {
 		}
 	}
 	return fmt.Errorf("revoking token %s: %w (see 'ingot token ls')", id, store.ErrNotFound)
+}
+
+// SweepTokens deletes every operator token that has expired and returns
+// how many it deleted.
+func (s *Service) SweepTokens(ctx context.Context) (int, error) {
+	all, err := s.store.ListTokens(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sweeping expired tokens: %w", err)
+	}
+	n := 0
+	for _, t := range all {
+		if ValidScope(t.Scope) && !t.Expires.IsZero() && s.now().After(t.Expires) {
+			if err := s.store.DeleteToken(ctx, t.Hash); err != nil {
+				return n, fmt.Errorf("sweeping expired token %s: %w", t.ID, err)
+			}
+			s.log.Info("expired token removed", "token", t.ID, "name", t.Name, "expired", t.Expires)
+			n++
+		}
+	}
+	return n, nil
 }
