@@ -93,9 +93,10 @@ func Defaults() Config {
 		TFTPMaxTransfers:      64,
 		TFTPBlockSize:         65464,
 		IPXEDir:               "/usr/lib/ipxe",
-		BootLinkTargets:       []string{"/boot"}, // Debian: /usr/lib/ipxe/ipxe.efi -> /boot/ipxe.efi
-		DiscoveryKernel:       "agent-vmlinuz",
-		DiscoveryInitrd:       "agent-initrd",
+		// Debian's ipxe package links exactly these into /boot; never all of it.
+		BootLinkTargets: []string{"/boot/ipxe.efi", "/boot/ipxe.lkrn"},
+		DiscoveryKernel: "agent-vmlinuz",
+		DiscoveryInitrd: "agent-initrd",
 	}
 }
 
@@ -126,7 +127,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TFTPBlockSize, "tftp-max-blksize", c.TFTPBlockSize, "largest TFTP blksize granted (also clamped to the interface MTU - 28)")
 	fs.StringVar(&c.IPXEDir, "ipxe-dir", c.IPXEDir, "iPXE binaries from the distribution (Debian package ipxe)")
 	fs.StringVar(&c.BootDir, "boot-dir", c.BootDir, "override directory searched before --ipxe-dir (default DATA/boot)")
-	fs.Var(listValue{&c.BootLinkTargets, new(bool)}, "boot-link-targets", "directories symlinks in the boot directories may point into (';'-separated)")
+	fs.Var(listValue{&c.BootLinkTargets, new(bool)}, "boot-link-targets", "files symlinks in the boot directories may point at, or folders they may point into (';'-separated; default Debian's /boot/ipxe.efi and /boot/ipxe.lkrn)")
 	fs.StringVar(&c.DiscoveryKernel, "discovery-kernel", c.DiscoveryKernel, "artifact name or sha256 of the kernel unknown machines boot")
 	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")

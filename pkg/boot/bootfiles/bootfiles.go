@@ -12,7 +12,11 @@
 // are refused before they are opened.
 //
 // AllowTargets exists because Debian's ipxe package installs
-// /usr/lib/ipxe/ipxe.efi as a symlink to /boot/ipxe.efi.
+// /usr/lib/ipxe/ipxe.efi as a symlink to /boot/ipxe.efi. An entry is a file
+// (symlinks may point at exactly it: the default names Debian's two) or a
+// folder the operator chose (symlinks may point anywhere below it); never
+// a whole system folder by default, so one stray symlink cannot serve all
+// of /boot.
 package bootfiles
 
 import (
@@ -21,6 +25,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,6 +83,7 @@ func CleanPath(name string) (string, error) {
 type Dirs struct {
 	roots  []string // resolved (EvalSymlinks) absolute roots
 	allow  []string // resolved extra directories symlinks may point into
+	files  []string // resolved files symlinks may point at
 	config []string // as configured, for messages
 }
 
@@ -98,9 +104,15 @@ func New(dirs []string, allowTargets []string) (*Dirs, error) {
 	if len(d.roots) == 0 {
 		return nil, fmt.Errorf("boot files: none of the directories %v exists", dirs)
 	}
-	for _, dir := range allowTargets {
-		if r, err := resolveDir(dir); err == nil {
+	for _, t := range allowTargets {
+		r, err := filepath.EvalSymlinks(t)
+		if err != nil {
+			continue // absent: nothing links there
+		}
+		if fi, err := os.Stat(r); err == nil && fi.IsDir() {
 			d.allow = append(d.allow, r)
+		} else if err == nil && fi.Mode().IsRegular() {
+			d.files = append(d.files, r)
 		}
 	}
 	return d, nil
@@ -204,7 +216,7 @@ func (d *Dirs) allowed(root, p string) bool {
 			return true
 		}
 	}
-	return false
+	return slices.Contains(d.files, p)
 }
 
 // within reports whether p lies strictly below dir.

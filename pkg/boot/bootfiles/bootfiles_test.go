@@ -127,3 +127,29 @@ func TestDeviceNodeInsideRoot(t *testing.T) {
 		t.Fatalf("Open(device node) = %v, want ErrNotFile", err)
 	}
 }
+
+// A link target may be a file: symlinks may point at exactly it, and
+// another file beside it (the rest of /boot) is not served.
+func TestLinkTargetFile(t *testing.T) {
+	base := t.TempDir()
+	dist, boot := filepath.Join(base, "dist"), filepath.Join(base, "boot")
+	os.MkdirAll(dist, 0o755)
+	os.MkdirAll(boot, 0o755)
+	os.WriteFile(filepath.Join(boot, "ipxe.efi"), []byte("boot ipxe"), 0o644)
+	os.WriteFile(filepath.Join(boot, "vmlinuz"), []byte("the host's kernel"), 0o644)
+	os.Symlink(filepath.Join(boot, "ipxe.efi"), filepath.Join(dist, "ipxe.efi"))
+	os.Symlink(filepath.Join(boot, "vmlinuz"), filepath.Join(dist, "vmlinuz"))
+	d, err := New([]string{dist}, []string{filepath.Join(boot, "ipxe.efi"), filepath.Join(base, "nope")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := d.Open("ipxe.efi")
+	if err != nil {
+		t.Fatalf("the allowed link target: %v", err)
+	}
+	f.Close()
+	if f, err := d.Open("vmlinuz"); err == nil {
+		f.Close()
+		t.Error("a symlink to another file of the target's folder was served")
+	}
+}

@@ -242,12 +242,12 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	return nil // ReadFrom already sent the client an ERROR where needed
 }
 
-// clientError is what the client is told: no server paths.
+// clientError is what the client is told: no server paths, and a file
+// outside the boot folders looks exactly like a missing one (the client
+// learns nothing about what exists elsewhere).
 func clientError(err error) error {
-	switch {
-	case errors.Is(err, bootfiles.ErrBadPath), errors.Is(err, bootfiles.ErrEscape), errors.Is(err, bootfiles.ErrNotFile):
+	if errors.Is(err, bootfiles.ErrBadPath) {
 		return errors.New("access violation")
-	default:
-		return errors.New("file not found")
 	}
+	return errors.New("file not found")
 }
