@@ -161,3 +161,22 @@ func TestPair(t *testing.T) {
 		t.Error("a machine not in burn-in was paired")
 	}
 }
+
+func TestRolloutValues(t *testing.T) {
+	e, _ := poolEngine(t, "off")
+	for name, c := range map[string]struct {
+		sp   RolloutSpec
+		want string
+	}{
+		"negative canary":   {RolloutSpec{Recipe: "gpu", Batch: 2, Canary: -1}, "canary -1"},
+		"negative per rack": {RolloutSpec{Recipe: "gpu", Batch: 2, PerRack: -2}, "per_rack -2"},
+		"no batch":          {RolloutSpec{Recipe: "gpu"}, "batch 0"},
+		"negative failures": {RolloutSpec{Recipe: "gpu", Batch: 2, MaxFailures: -1}, "max_failures -1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := e.StartRollout(context.Background(), c.sp, "test"); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("StartRollout = %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}

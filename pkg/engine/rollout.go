@@ -70,7 +70,13 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	if sp.MaxFailures < 0 {
 		return nil, fmt.Errorf("rollout: max_failures %d: expected 0 or more", sp.MaxFailures)
 	}
-	if sp.Canary <= 0 {
+	if sp.Canary < 0 {
+		return nil, fmt.Errorf("rollout: canary %d: expected the first wave's size, 1 or more (0: 1)", sp.Canary)
+	}
+	if sp.PerRack < 0 {
+		return nil, fmt.Errorf("rollout: per_rack %d: expected 0 (no limit) or more", sp.PerRack)
+	}
+	if sp.Canary == 0 {
 		sp.Canary = 1
 	}
 	r, err := e.recipes(sp.Recipe)
