@@ -59,6 +59,7 @@ func TestEnrollRefuses(t *testing.T) {
 		"upper case name":      {func(m *machine.Machine) { m.Name = "GPU-1" }, `name "GPU-1": 'G' is not allowed`},
 		"newline in name":      {func(m *machine.Machine) { m.Name = "n1\ninitrd=x" }, `'\n' is not allowed`},
 		"traversal in name":    {func(m *machine.Machine) { m.Name = "../../x" }, "a label is empty"},
+		"injection in id":      {func(m *machine.Machine) { m.ID = "m-1 initrd=http://evil/x" }, `id: invalid request: name "m-1 initrd=http://evil/x"`},
 		"label too long":       {func(m *machine.Machine) { m.Name = strings.Repeat("a", 64) }, "longer than 63"},
 		"state at enrolment":   {func(m *machine.Machine) { m.State = machine.StateReady }, `state "ready": a machine's state is set by its lifecycle`},
 		"no MAC":               {func(m *machine.Machine) { m.MACs = nil }, "macs: at least one MAC"},

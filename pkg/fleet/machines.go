@@ -155,6 +155,11 @@ func checkNew(m *machine.Machine) error {
 	if err := CheckName(m.Name); err != nil {
 		return err
 	}
+	if m.ID != "" { // the store makes one when empty; one given must be as safe as a name
+		if err := CheckName(m.ID); err != nil {
+			return fmt.Errorf("id: %w", err)
+		}
+	}
 	if m.State != "" {
 		return invalid("state %q: a machine's state is set by its lifecycle, never at enrolment: leave it empty", m.State)
 	}
