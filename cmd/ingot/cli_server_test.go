@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,27 +34,16 @@ type cliServer struct {
 	data      string
 	recipes   string
 	tokenFile string
-	log       *lockedBuf
+	log       *lockedBuffer
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // startServe starts serve on recipes (a folder) and points the CLI at it
 // through the environment (INGOT_SERVER, INGOT_TOKEN_FILE), with the
 // token the server bootstrapped on its first start.
 func startServe(t *testing.T, recipes string, extra ...string) *cliServer {
 	t.Helper()
-	s := &cliServer{t: t, data: t.TempDir(), recipes: recipes, log: &lockedBuf{}}
+	s := &cliServer{t: t, data: t.TempDir(), recipes: recipes, log: &lockedBuffer{}}
 	addr := freePort(t)
 	s.url = "http://" + addr
 	args := append([]string{"serve", "--dhcp", "off", "--tftp=false", "--http-addr", addr, "--data", s.data,
