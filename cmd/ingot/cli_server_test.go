@@ -37,7 +37,6 @@ type cliServer struct {
 	log       *lockedBuffer
 }
 
-
 // startServe starts serve on recipes (a folder) and points the CLI at it
 // through the environment (INGOT_SERVER, INGOT_TOKEN_FILE), with the
 // token the server bootstrapped on its first start.
