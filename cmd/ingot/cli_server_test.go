@@ -34,6 +34,7 @@ type cliServer struct {
 	data      string
 	recipes   string
 	tokenFile string
+	credDir   string // --bmc-credentials-dir
 	log       *lockedBuffer
 }
 
@@ -42,11 +43,11 @@ type cliServer struct {
 // token the server bootstrapped on its first start.
 func startServe(t *testing.T, recipes string, extra ...string) *cliServer {
 	t.Helper()
-	s := &cliServer{t: t, data: t.TempDir(), recipes: recipes, log: &lockedBuffer{}}
+	s := &cliServer{t: t, data: t.TempDir(), recipes: recipes, log: &lockedBuffer{}, credDir: t.TempDir()}
 	addr := freePort(t)
 	s.url = "http://" + addr
 	args := append([]string{"serve", "--dhcp", "off", "--tftp=false", "--http-addr", addr, "--data", s.data,
-		"--recipes", recipes, "--log-level", "warn"}, extra...)
+		"--recipes", recipes, "--log-level", "warn", "--bmc-credentials-dir", s.credDir}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
 	cmd.Stdout, cmd.Stderr = s.log, s.log

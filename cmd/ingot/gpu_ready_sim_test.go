@@ -23,6 +23,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/burnin"
 	"github.com/ingot-dev/ingot/pkg/catalog"
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -196,7 +197,7 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	}
 	recipes, names := cat.Get, cat.Names
 	st := storetest.Open(t)
-	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, os.Getenv, slog.New(slog.DiscardHandler))
+	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: os.TempDir()}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func runMachineAdd(ctx context.Context, e *env, args []string) error {
 	fs.Var(&macs, "mac", "MAC address of a boot NIC (repeat for more)")
 	serial := fs.String("serial", "", "system serial number")
 	bmc := fs.String("bmc", "", "BMC Redfish endpoint, e.g. https://10.0.0.5")
-	bmcCred := fs.String("bmc-cred", "", "BMC credential reference on the server: file:/etc/ingot/bmc/NODE or env:VAR")
+	bmcCred := fs.String("bmc-cred", "", "BMC credential reference on the server: file:/etc/ingot/bmc/NODE or env:INGOT_BMC_NODE (inside the server's --bmc-credentials-dir / --bmc-credential-env-prefix)")
 	recipeName := fs.String("recipe", "", "recipe (server class) to assign")
 	rack := fs.String("rack", "", "rack")
 	index := fs.Int("index", 0, "the machine's index in its rack ({index} of the recipe's network.hostname)")

@@ -76,9 +76,12 @@ func newSwappableBMC(t *testing.T, mockups ...string) (*swappableBMC, []*httputi
 	return s, proxies
 }
 
-func bmcCredFile(t *testing.T) string {
+// bmcCredFile writes a BMC credential file where the server allows
+// references to point (its --bmc-credentials-dir).
+func (s *cliServer) bmcCredFile() string {
+	t := s.t
 	t.Helper()
-	cred := filepath.Join(t.TempDir(), "node.cred")
+	cred := filepath.Join(s.credDir, "node.cred")
 	if err := os.WriteFile(cred, []byte("username="+bmcTestUser+"\npassword="+bmcTestPass+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func TestMachineLifecycleCLI(t *testing.T) {
 	s := startServe(t, cliRecipes(t))
 	s.useToken("alice", "operator")
 	bmc, proxies := newSwappableBMC(t, "dmtf-public-tower", "dmtf-public-rackmount1")
-	cred := bmcCredFile(t)
+	cred := s.bmcCredFile()
 	s.ok("machine", "add", "gpu-01", "--mac", "52-54-00-AA-BB-01", "--mac", "52:54:00:aa:bb:02", "--serial", "SN1",
 		"--bmc", bmc.url, "--bmc-cred", "file:"+cred, "--recipe", "tower-gpu",
 		"--rack", "r12", "--location", "row3/r12/u07", "--ip", "192.168.10.21")
@@ -221,6 +224,8 @@ func TestMachineCLIErrors(t *testing.T) {
 		"bad BMC":           {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc", "10.0.0.5"}, `bmc.endpoint "10.0.0.5": expected a URL like https://10.0.0.5`},
 		"bad cred":          {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "hunter2"}, `bmc.credential_ref "hunter2": expected file:PATH or env:VARIABLE`},
 		"bad IP":            {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--ip", "::1"}, `ipv4 "::1": expected an IPv4 address`},
+		"cred outside":      {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "file:/etc/shadow"}, "400 Bad Request: enrolling gpu-02: bmc.credential_ref: invalid request: credential reference refused: \"file:/etc/shadow\": file references must name a file inside"},
+		"cred env":          {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "env:HOME"}, "environment references must name a variable starting with INGOT_BMC_"},
 		"unknown recipe":    {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--recipe", "nope"}, `recipe "nope": recipe nope: not in`},
 		"duplicate name":    {[]string{"machine", "add", "gpu-01", "--mac", "52:54:00:aa:bb:02"}, "409 Conflict"},
 		"duplicate MAC":     {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:AA:BB:01"}, "MAC 52:54:00:aa:bb:01 already belongs to machine gpu-01"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
@@ -196,7 +197,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				}
 			}
 			log := slog.New(slog.DiscardHandler)
-			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", engine.DHCPInfo{}, os.Getenv, log)
+			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: dir}, log)
 			if err != nil {
 				t.Fatal(err)
 			}

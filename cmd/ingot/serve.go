@@ -16,6 +16,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/catalog"
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -70,7 +71,8 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo, e.getenv, log)
+	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo,
+		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, log)
 	if err != nil {
 		return err
 	}

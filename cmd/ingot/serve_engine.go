@@ -31,9 +31,9 @@ type provisioning struct {
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
 // each machine's reference, drift from pkg/drift) and the API on top of it.
 func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, getenv func(string) string, log *slog.Logger) (*provisioning, error) {
+	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, log *slog.Logger) (*provisioning, error) {
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
-		return dialMachineBMC(ctx, m, getenv, log)
+		return dialMachineBMC(ctx, m, creds, log)
 	}
 	var artifacts engine.Artifacts
 	size := func(string) (int64, bool) { return 0, false }
@@ -69,9 +69,9 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	if err != nil {
 		return nil, err
 	}
-	fl, err := fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"),
+	fl, err := fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"), Credentials: creds,
 		DialBMC: func(ctx context.Context, m *machine.Machine) (fleet.BMCReader, error) {
-			return dialMachineBMC(ctx, m, getenv, log)
+			return dialMachineBMC(ctx, m, creds, log)
 		}})
 	if err != nil {
 		return nil, err
@@ -115,12 +115,12 @@ func engineFinding(f drift.Finding) engine.Finding {
 func (p *provisioning) mount(mux *http.ServeMux) { p.api.Register(mux) }
 
 // dialMachineBMC opens a Redfish session to a machine's BMC with the
-// credentials its reference names.
-func dialMachineBMC(ctx context.Context, m *machine.Machine, getenv func(string) string, log *slog.Logger) (engine.BMC, error) {
+// credentials its reference names, where the server's policy allows.
+func dialMachineBMC(ctx context.Context, m *machine.Machine, creds credential.Policy, log *slog.Logger) (engine.BMC, error) {
 	if m.BMC.Endpoint == "" {
 		return nil, fmt.Errorf("machine %s has no BMC endpoint", m.Name)
 	}
-	user, pass, err := credential.Resolve(m.BMC.CredentialRef, getenv)
+	user, pass, err := creds.Resolve(m.BMC.CredentialRef)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
 	}

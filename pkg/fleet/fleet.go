@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -50,6 +51,9 @@ type Config struct {
 	DialBMC DialBMC
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Credentials is where BMC credential references may point; an
+	// enrolment naming anything else is refused.
+	Credentials credential.Policy
 	// MaxDiscovered bounds the machines discovery keeps in state
 	// discovered (default 1000): a flood of made-up MACs on the boot
 	// network cannot fill the store.
@@ -62,6 +66,7 @@ type Service struct {
 	recipes RecipeSource
 	dial    DialBMC
 	maxDisc int
+	creds   credential.Policy
 	log     *slog.Logger
 	now     func() time.Time
 }
@@ -71,7 +76,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil || cfg.Recipes == nil {
 		return nil, errors.New("fleet: Store and Recipes are required")
 	}
-	s := &Service{store: cfg.Store, recipes: cfg.Recipes, dial: cfg.DialBMC, maxDisc: cfg.MaxDiscovered, log: cfg.Logger, now: cfg.Now}
+	s := &Service{store: cfg.Store, recipes: cfg.Recipes, dial: cfg.DialBMC, maxDisc: cfg.MaxDiscovered, creds: cfg.Credentials, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

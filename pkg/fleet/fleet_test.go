@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -38,7 +39,7 @@ func newFleet(t *testing.T, b *fakeBMC) (*Service, store.Store) {
 	if b != nil {
 		dial = func(context.Context, *machine.Machine) (BMCReader, error) { return *b, nil }
 	}
-	s, err := New(Config{Store: st, Recipes: recipes, DialBMC: dial,
+	s, err := New(Config{Store: st, Recipes: recipes, DialBMC: dial, Credentials: credential.Policy{Dir: "/etc/ingot/bmc", EnvPrefix: "INGOT_BMC_"},
 		Now: func() time.Time { return time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC) }})
 	if err != nil {
 		t.Fatal(err)
@@ -66,10 +67,14 @@ func TestEnrollRefuses(t *testing.T) {
 		"8-byte MAC":           {func(m *machine.Machine) { m.MACs = []string{"00:00:00:00:fe:80:00:00"} }, "macs[0]: invalid request: MAC"},
 		"BMC not a URL":        {func(m *machine.Machine) { m.BMC.Endpoint = "10.0.0.5" }, `bmc.endpoint "10.0.0.5"`},
 		"credential reference": {func(m *machine.Machine) { m.BMC.CredentialRef = "/etc/shadow" }, `bmc.credential_ref "/etc/shadow"`},
-		"negative index":       {func(m *machine.Machine) { m.Index = -1 }, "index -1"},
-		"bad IPv4":             {func(m *machine.Machine) { m.IPv4 = "10.0.0" }, `ipv4 "10.0.0"`},
-		"unknown recipe":       {func(m *machine.Machine) { m.Recipe = "cpu" }, `recipe "cpu": no recipe cpu`},
-		"template recipe":      {func(m *machine.Machine) { m.Recipe = "base" }, `recipe "base" is a template`},
+		"credential file outside the folder": {func(m *machine.Machine) { m.BMC.CredentialRef = "file:/etc/shadow" },
+			`must name a file inside /etc/ingot/bmc`},
+		"credential variable without the prefix": {func(m *machine.Machine) { m.BMC.CredentialRef = "env:AWS_SECRET_ACCESS_KEY" },
+			`starting with INGOT_BMC_`},
+		"negative index":  {func(m *machine.Machine) { m.Index = -1 }, "index -1"},
+		"bad IPv4":        {func(m *machine.Machine) { m.IPv4 = "10.0.0" }, `ipv4 "10.0.0"`},
+		"unknown recipe":  {func(m *machine.Machine) { m.Recipe = "cpu" }, `recipe "cpu": no recipe cpu`},
+		"template recipe": {func(m *machine.Machine) { m.Recipe = "base" }, `recipe "base" is a template`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -19,6 +19,11 @@ func (s *Service) Enroll(ctx context.Context, m machine.Machine, actor string) (
 	if err := checkNew(&m); err != nil {
 		return nil, fmt.Errorf("enrolling %q: %w", m.Name, err)
 	}
+	if ref := m.BMC.CredentialRef; ref != "" {
+		if err := s.creds.Check(ref); err != nil {
+			return nil, fmt.Errorf("enrolling %s: bmc.credential_ref: %w: %w", m.Name, ErrInvalid, err)
+		}
+	}
 	if m.Recipe != "" {
 		if err := s.assignable(m.Recipe); err != nil {
 			return nil, fmt.Errorf("enrolling %s: %w", m.Name, err)

@@ -93,6 +93,9 @@ type Lab struct {
 }
 
 func (c *Config) defaults() {
+	if abs, err := filepath.Abs(c.Dir); err == nil {
+		c.Dir = abs // credential references and the server's flags want absolute paths
+	}
 	if c.Prefix == "" {
 		c.Prefix = "ingot-lab"
 	}

@@ -42,7 +42,8 @@ func (l *Lab) start(ctx context.Context) error {
 	l.startLLDP()
 	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
 		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
-		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--discovery-cmdline", "console=ttyS0"}
+		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--discovery-cmdline", "console=ttyS0",
+		"--bmc-credentials-dir", l.cfg.Dir}
 	if err := l.StartServe(ctx); err != nil {
 		return err
 	}

@@ -67,6 +67,12 @@ type Config struct {
 	DiscoveryInitrd  string `yaml:"discovery_initrd"`
 	DiscoveryCmdline string `yaml:"discovery_cmdline"`
 
+	// BMC credential references may name files only inside
+	// BMCCredentialsDir and variables only starting with
+	// BMCCredentialEnvPrefix (pkg/credential.Policy).
+	BMCCredentialsDir      string `yaml:"bmc_credentials_dir"`
+	BMCCredentialEnvPrefix string `yaml:"bmc_credential_env_prefix"`
+
 	// AgentBinding ties a credential requester's address to a machine's
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
 	// with --dhcp full and neighbour otherwise.
@@ -96,7 +102,10 @@ func Defaults() Config {
 		// Debian's ipxe package links exactly these into /boot; never all of it.
 		BootLinkTargets: []string{"/boot/ipxe.efi", "/boot/ipxe.lkrn"},
 		DiscoveryKernel: "agent-vmlinuz",
-		DiscoveryInitrd: "agent-initrd",
+		// Where BMC credential files live; env: references need this prefix.
+		BMCCredentialsDir:      "/etc/ingot/bmc",
+		BMCCredentialEnvPrefix: "INGOT_BMC_",
+		DiscoveryInitrd:        "agent-initrd",
 	}
 }
 
@@ -131,6 +140,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DiscoveryKernel, "discovery-kernel", c.DiscoveryKernel, "artifact name or sha256 of the kernel unknown machines boot")
 	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
+	fs.StringVar(&c.BMCCredentialsDir, "bmc-credentials-dir", c.BMCCredentialsDir, "BMC credential references may name files only inside this folder (file:DIR/NODE)")
+	fs.StringVar(&c.BMCCredentialEnvPrefix, "bmc-credential-env-prefix", c.BMCCredentialEnvPrefix, "BMC credential references may name environment variables only with this prefix (env:PREFIXNODE)")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 }

@@ -1,0 +1,74 @@
+package credential
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrRefused: a reference points where the server's policy does not allow.
+var ErrRefused = errors.New("credential reference refused")
+
+// Policy is where a server lets references point: file: only to files
+// inside Dir, env: only to variables whose names start with EnvPrefix.
+// Anything else is refused with the same message whether or not the file
+// or variable exists, so a caller of the API learns nothing about the
+// host and cannot make the server read (and send to a BMC of its choice)
+// any file it can name.
+type Policy struct {
+	Dir       string              // e.g. /etc/ingot/bmc; "" refuses every file:
+	EnvPrefix string              // e.g. INGOT_BMC_; "" refuses every env:
+	Getenv    func(string) string // default os.Getenv
+}
+
+// Check refuses a reference the policy does not allow; it reads nothing.
+func (p Policy) Check(ref string) error {
+	kind, arg, ok := strings.Cut(ref, ":")
+	switch {
+	case !ok || arg == "":
+		return fmt.Errorf("%w: %q: expected file:PATH or env:VARIABLE", ErrRefused, ref)
+	case kind == "file":
+		if p.Dir == "" || !filepath.IsAbs(arg) || !within(filepath.Clean(p.Dir), filepath.Clean(arg)) {
+			return fmt.Errorf("%w: %q: file references must name a file inside %s (serve --bmc-credentials-dir)", ErrRefused, ref, orNone(p.Dir))
+		}
+	case kind == "env":
+		if p.EnvPrefix == "" || !strings.HasPrefix(arg, p.EnvPrefix) || len(arg) == len(p.EnvPrefix) {
+			return fmt.Errorf("%w: %q: environment references must name a variable starting with %s (serve --bmc-credential-env-prefix)", ErrRefused, ref, orNone(p.EnvPrefix))
+		}
+	default:
+		return fmt.Errorf("%w: %q: expected file:PATH or env:VARIABLE", ErrRefused, ref)
+	}
+	return nil
+}
+
+// Resolve checks the reference, then reads it. A file that resolves
+// (through symlinks) outside Dir is refused like any other outside file.
+func (p Policy) Resolve(ref string) (user, password string, err error) {
+	if err := p.Check(ref); err != nil {
+		return "", "", err
+	}
+	kind, arg, _ := strings.Cut(ref, ":")
+	if kind == "file" {
+		real, err := filepath.EvalSymlinks(arg)
+		dir, derr := filepath.EvalSymlinks(p.Dir)
+		if err != nil || derr != nil || !within(dir, real) {
+			return "", "", fmt.Errorf("credential reference %s: not a readable file inside %s", ref, p.Dir)
+		}
+	}
+	getenv := p.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	return Resolve(ref, getenv)
+}
+
+func within(dir, p string) bool { return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/") }
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none configured)"
+	}
+	return s
+}
