@@ -152,6 +152,9 @@ func (s *Server) putRecipe(w http.ResponseWriter, r *http.Request, p principal) 
 }
 
 func (s *Server) postInspect(w http.ResponseWriter, r *http.Request, p principal) error {
+	// A BMC inventory takes minutes on a slow BMC: more than the server's
+	// write timeout allows an ordinary answer.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(10 * time.Minute))
 	res, err := s.fleet.Inspect(r.Context(), r.PathValue("id"), actor(p))
 	if err != nil {
 		return err
