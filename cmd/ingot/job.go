@@ -98,7 +98,7 @@ func writeJob(e *env, j *wire.Job) error {
 		fmt.Fprintf(e.stdout, "%-9s %s\n", kv[0]+":", firstNonEmpty(kv[1], "-"))
 	}
 	if j.Kind == "reimage" {
-		st := jobStatus(j)
+		st := engine.StatusOf(j.Status)
 		fmt.Fprintf(e.stdout, "Restore:  %s\n", engine.FormatPhases(st))
 		for _, c := range append(st.Checks, st.BurnIn...) {
 			verdict := "ok"

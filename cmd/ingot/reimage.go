@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -82,7 +81,7 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 	last := map[string]string{}
 	failed := 0
 	_, err := c.Follow(ctx, jobs, 500*time.Millisecond, func(n string, j *wire.Job) {
-		st := jobStatus(j)
+		st := engine.StatusOf(j.Status)
 		if line := progressLine(n, j, st); line != last[n] {
 			if tty {
 				fmt.Fprintf(w, "\r\033[K%s", line)
@@ -106,15 +105,6 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 		return failed, fmt.Errorf("stopped waiting (%v); the jobs go on: ingot job ls", ctx.Err())
 	}
 	return failed, err
-}
-
-// jobStatus decodes a reimage job's status (zero when it has none).
-func jobStatus(j *wire.Job) engine.ReimageStatus {
-	var st engine.ReimageStatus
-	if len(j.Status) > 0 {
-		_ = json.Unmarshal(j.Status, &st)
-	}
-	return st
 }
 
 // progressLine renders "node1 [image ] ######....  41% 512MiB/1.2GiB 95MiB/s".

@@ -281,6 +281,16 @@ func encodeStatus(j *store.Job, st ReimageStatus) error {
 // Status decodes a reimage job's status for display.
 func Status(j *store.Job) (ReimageStatus, error) { return decodeStatus(j) }
 
+// StatusOf decodes a reimage job's status as the API carries it (a job's
+// "status"); empty or unreadable gives the zero status.
+func StatusOf(raw json.RawMessage) ReimageStatus {
+	var st ReimageStatus
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &st)
+	}
+	return st
+}
+
 // formatPhases renders the time to restore by phase:
 // "time to restore 1m32s: bmc 2s, post+boot 41s, ...".
 func formatPhases(st ReimageStatus) string {

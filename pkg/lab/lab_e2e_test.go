@@ -142,7 +142,7 @@ func TestE2ELab(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := lab.Status(j)
+			st := engine.StatusOf(j.Status)
 			if j.Step == engine.StepImage && st.Bytes > 0 {
 				t.Logf("killing ingot serve at %d of %d image bytes", st.Bytes, st.Total)
 				break
@@ -375,14 +375,7 @@ func requireDiskHoldsImage(t *testing.T, vm lab.VM, p lab.Pins) {
 	if _, err := exec.LookPath("debugfs"); err != nil {
 		return
 	}
-	root := filepath.Join(t.TempDir(), "root.ext4")
-	if err := os.WriteFile(root, disk[start:end], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := exec.Command("debugfs", "-R", "ls -l /etc/ingot", root).CombinedOutput()
-	if strings.Contains(string(out), "firstboot.env") {
-		t.Errorf("%s: /etc/ingot/firstboot.env is still on the root partition after the first boot:\n%s", vm.Name, out)
-	}
+	requireRootLacks(t, vm, p, "/etc/ingot", "firstboot.env")
 }
 
 // rootPartition returns the byte range of the image's last GPT partition

@@ -2,7 +2,6 @@ package lab
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -74,7 +73,7 @@ func (l *Lab) Start(ctx context.Context, names ...string) (map[string]string, er
 func (l *Lab) Follow(ctx context.Context, jobs map[string]string) ([]Result, error) {
 	last := map[string]string{}
 	ended, err := l.Client().Follow(ctx, jobs, time.Second, func(name string, j *wire.Job) {
-		st := Status(j)
+		st := engine.StatusOf(j.Status)
 		line := fmt.Sprintf("%s: %s", j.Step, j.State)
 		if st.Total > 0 && j.Step == engine.StepImage {
 			line += fmt.Sprintf(" %d/%d bytes", st.Bytes, st.Total)
@@ -87,19 +86,10 @@ func (l *Lab) Follow(ctx context.Context, jobs map[string]string) ([]Result, err
 	var out []Result
 	for name, j := range ended {
 		if j.State != wire.JobRunning {
-			out = append(out, Result{Machine: name, Job: *j, Status: Status(j)})
+			out = append(out, Result{Machine: name, Job: *j, Status: engine.StatusOf(j.Status)})
 		}
 	}
 	return out, err
-}
-
-// Status decodes a reimage job's status (empty when it has none).
-func Status(j *wire.Job) engine.ReimageStatus {
-	var st engine.ReimageStatus
-	if len(j.Status) > 0 {
-		_ = json.Unmarshal(j.Status, &st)
-	}
-	return st
 }
 
 // Job reads one job.
