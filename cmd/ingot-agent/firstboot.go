@@ -29,7 +29,8 @@ import (
 func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ingot-agent firstboot", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	server := fs.String("server", "", "ingot server URL")
+	server := fs.String("server", "", "ingot server URL (its API)")
+	caFlag := fs.String("ca", "", "fingerprint (sha256:HEX) of the certificate the https API must present")
 	secret := fs.String("secret", "", "the job's first-boot secret")
 	cmdline := fs.String("cmdline", "/proc/cmdline", "kernel command line file to read ingot.server and ingot.firstboot from")
 	envFile := fs.String("env", api.FirstBootEnv, "file with INGOT_SERVER= and INGOT_FIRSTBOOT= lines, written by the agent")
@@ -54,8 +55,11 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return ""
 	}
-	url := pick(*server, cfg.Server, env["INGOT_SERVER"])
+	url := pick(*server, cfg.API, env["INGOT_API"], cfg.Server, env["INGOT_SERVER"])
 	sec := pick(*secret, cfg.FirstBoot, env["INGOT_FIRSTBOOT"])
+	// An https API is trusted only through the pinned certificate the agent
+	// was given (ingot.ca= or INGOT_CA=), never the system's roots.
+	ca := pick(*caFlag, cfg.CA, env["INGOT_CA"])
 	switch {
 	case url == "":
 		fmt.Fprintf(stdout, "ingot-agent: firstboot: no server: expected ingot.server= on the kernel command line, INGOT_SERVER= in %s, or --server\n", *envFile)
@@ -71,7 +75,12 @@ func runFirstboot(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	report := api.FirstBoot{Software: sw}
+	if strings.HasPrefix(url, "https://") && ca == "" {
+		fmt.Fprintf(stdout, "ingot-agent: firstboot: %s is https but no certificate to pin: expected ingot.ca= or INGOT_CA= in %s, or --ca\n", url, *envFile)
+		return 1
+	}
 	client := api.NewAgentClient(url, sec, nil)
+	client.CA = ca
 	if b, err := os.ReadFile(*planFile); err == nil {
 		var plan burnin.Plan
 		if err := json.Unmarshal(b, &plan); err != nil {

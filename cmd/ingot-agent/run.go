@@ -153,8 +153,8 @@ func lldpUntil(ll *lldp.Listener, deadline time.Time) func(context.Context, []st
 }
 
 func newAgent(o options, cfg agent.Config, con *agent.Console, log *slog.Logger, heard func(context.Context, []string) map[string]machine.LLDPNeighbor) *agent.Agent {
-	client := api.NewAgentClient(cfg.Server, cfg.Token, log)
-	client.MAC = cfg.MAC
+	client := api.NewAgentClient(cfg.APIBase(), cfg.Token, log)
+	client.MAC, client.CA = cfg.MAC, cfg.CA
 	sysRoot := o.root + "/sys"
 	return &agent.Agent{
 		Config:  cfg,
@@ -221,6 +221,9 @@ func kexec(cfg agent.Config, out agent.Outcome, log *slog.Logger) error {
 	// For the installed OS's first-boot report: the job's first-boot secret
 	// (never the agent's own credential, which works only from the agent).
 	cmdline += fmt.Sprintf(" ingot.server=%s ingot.machine=%s", cfg.Server, out.Task.MachineID)
+	if cfg.API != "" {
+		cmdline += fmt.Sprintf(" ingot.api=%s ingot.ca=%s", cfg.API, cfg.CA)
+	}
 	if out.Task.FirstBootSecret != "" {
 		cmdline += " ingot.firstboot=" + out.Task.FirstBootSecret
 	}

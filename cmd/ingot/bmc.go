@@ -30,6 +30,9 @@ Commands:
   bios get                print the BIOS attributes in effect
   bios set K=V...         stage attributes (applied at the next reset)
   bios verify K=V...      list attributes that do not have the value (exit 1 if any)
+  rotate NODE...|--recipe R|--all
+                          through the server (--server, as other commands): give enrolled
+                          machines' BMC accounts new random passwords (secret: credentials only)
 
 Values in K=V: true/false are booleans, integers are integers, "quoted" or
 anything else is a string (Redfish attributes are typed: "1" is not 1).
@@ -57,6 +60,8 @@ func runBMC(ctx context.Context, e *env, args []string) error {
 		return runBMCBoot(ctx, e, args[1:])
 	case "bios":
 		return runBMCBIOS(ctx, e, args[1:])
+	case "rotate":
+		return runBMCRotate(ctx, e, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "ingot bmc: unknown command %q\n\n%s", args[0], bmcUsage)
 	return errUsage

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -45,8 +47,8 @@ func startServe(t *testing.T, recipes string, extra ...string) *cliServer {
 	t.Helper()
 	s := &cliServer{t: t, data: t.TempDir(), recipes: recipes, log: &lockedBuffer{}, credDir: t.TempDir()}
 	addr := freePort(t)
-	s.url = "http://" + addr
-	args := append([]string{"serve", "--dhcp", "off", "--tftp=false", "--http-addr", addr, "--data", s.data,
+	s.url = "https://" + addr
+	args := append([]string{"serve", "--dhcp", "off", "--tftp=false", "--http-addr", freePort(t), "--api-addr", addr, "--data", s.data,
 		"--recipes", recipes, "--log-level", "warn", "--bmc-credentials-dir", s.credDir}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
@@ -71,6 +73,7 @@ func startServe(t *testing.T, recipes string, extra ...string) *cliServer {
 	s.waitHealthy(done)
 	s.tokenFile = filepath.Join(s.data, bootstrapTokenFile)
 	t.Setenv("INGOT_SERVER", s.url)
+	t.Setenv("INGOT_CA", s.caFile())
 	t.Setenv("INGOT_TOKEN_FILE", s.tokenFile)
 	t.Setenv("INGOT_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
 	t.Setenv("INGOT_CONTEXT", "")
@@ -84,7 +87,7 @@ func (s *cliServer) waitHealthy(exited chan error) {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get(s.url + "/healthz"); err == nil {
+		if resp, err := s.https().Get(s.url + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -98,6 +101,19 @@ func (s *cliServer) waitHealthy(exited chan error) {
 		}
 	}
 	s.t.Fatalf("ingot serve did not answer on %s within 30 s:\n%s", s.url, s.log)
+}
+
+// caFile is the CA serve made in its data folder: the CLI's --ca.
+func (s *cliServer) caFile() string { return filepath.Join(s.data, "tls", "ca.pem") }
+
+// https is a client trusting serve's CA, once serve made it (a client
+// that fails every request before).
+func (s *cliServer) https() *http.Client {
+	pool := x509.NewCertPool()
+	if b, err := os.ReadFile(s.caFile()); err == nil {
+		pool.AppendCertsFromPEM(b)
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
 
 func freePort(t *testing.T) string {

@@ -20,9 +20,10 @@ import (
 //     INGOT_TOKEN_FILE, INGOT_CA);
 //  2. the context --context (INGOT_CONTEXT) names, else the config file's
 //     current-context (~/.config/ingot/config.yaml, or INGOT_CONFIG);
-//  3. http://127.0.0.1:8080 with ~/.config/ingot/token, else the token the
-//     first `ingot serve` wrote into its data folder (/var/lib/ingot).
-const defaultServer = "http://127.0.0.1:8080"
+//  3. https://127.0.0.1:8443, trusting the CA `ingot serve` made in its
+//     data folder (/var/lib/ingot/tls/ca.pem), with ~/.config/ingot/token,
+//     else the token the first `ingot serve` wrote into its data folder.
+const defaultServer = "https://127.0.0.1:8443"
 
 // apiFlags are the connection flags of every command that talks to a
 // running server.
@@ -63,6 +64,12 @@ func (f *apiFlags) resolve(e *env) (conn, error) {
 		ctx = c
 	}
 	out := conn{server: firstNonEmpty(f.server, ctx.Server, defaultServer), ca: firstNonEmpty(f.ca, ctx.CA)}
+	if out.ca == "" && out.server == defaultServer {
+		// On the server's own host: the CA serve made, when readable.
+		if p := filepath.Join(defaultServeData, "tls", "ca.pem"); fileExists(p) {
+			out.ca = p
+		}
+	}
 	out.token = strings.TrimSpace(f.token)
 	if out.token == "" {
 		if out.token, err = readToken(e, firstNonEmpty(f.tokenFile, ctx.TokenFile)); err != nil {
@@ -128,6 +135,11 @@ func httpClient(caFile string) (*http.Client, error) {
 	}
 	hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	return hc, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func firstNonEmpty(vals ...string) string {

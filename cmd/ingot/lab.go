@@ -85,7 +85,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "lab: namespace %s, ingot at %s (accel %s)\n", l.State.Namespace, l.State.ServerURL, l.State.Accel)
+	fmt.Fprintf(e.stdout, "lab: namespace %s, ingot boot files at %s, API at %s (accel %s)\n", l.State.Namespace, l.State.ServerURL, l.State.APIURL, l.State.Accel)
 	res, err := l.Reimage(ctx)
 	if err != nil {
 		return err
@@ -103,7 +103,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
-	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.ServerURL, l.State.Token)
+	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --ca %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.APIURL, l.State.CA, l.State.Token)
 	fmt.Fprintf(e.stdout, "  %s lab down --dir %s\n", self, *dir)
 	return nil
 }

@@ -423,7 +423,7 @@ func TestDamagedDatabaseCLI(t *testing.T) {
 	if _, _, err := c.run("admin", "check", "--db", db); err == nil || !strings.Contains(err.Error(), db) || !strings.Contains(err.Error(), "truncated") {
 		t.Errorf("admin check on a truncated file: %v", err)
 	}
-	cmd := exec.Command(os.Args[0], "serve", "--dhcp", "off", "--tftp=false", "--http-addr", freePort(t), "--data", t.TempDir(), "--db", db)
+	cmd := exec.Command(os.Args[0], "serve", "--dhcp", "off", "--tftp=false", "--http-addr", freePort(t), "--api-addr", freePort(t), "--data", t.TempDir(), "--db", db)
 	cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), db) || !strings.Contains(string(out), "database file is damaged") {

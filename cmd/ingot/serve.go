@@ -18,6 +18,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -47,9 +48,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// the DHCP benchmark). A few MiB more heap is the cheaper side.
 		debug.SetGCPercent(serveGCPercent)
 	}
-	hup := make(chan os.Signal, 1)
+	// SIGHUP reloads the recipes and the API certificate.
+	hup, tlsHup := make(chan os.Signal, 1), make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(tlsHup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	defer signal.Stop(tlsHup)
 	cat, err := catalog.New(catalog.Config{Dir: cfg.Recipes, Reload: hup, Logger: log.With("service", "recipes")})
 	if err != nil {
 		return err
@@ -71,8 +75,12 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	keys, err := secret.Load(cfg.SecretKeyFile)
+	if err != nil {
+		return err
+	}
 	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo,
-		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, log)
+		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, keys, log)
 	if err != nil {
 		return err
 	}
@@ -89,7 +97,9 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Tokens:    prov.api,
 		Logger:    log,
 		Mount:     []func(*http.ServeMux){prov.mount},
-		Services:  []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run)},
+		Reload:    tlsHup,
+		Services: []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run),
+			serve.ServiceFunc("bmc-rotation", func(ctx context.Context) error { return prov.fleet.RunRotation(ctx, cfg.BMCRotateEvery) })},
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/image"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -31,9 +32,10 @@ type provisioning struct {
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
 // each machine's reference, drift from pkg/drift) and the API on top of it.
 func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, log *slog.Logger) (*provisioning, error) {
+	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, keys *secret.Keyring, log *slog.Logger) (*provisioning, error) {
+	var fl *fleet.Service // made below; the engine's dials resolve secret: references through it
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
-		return dialMachineBMC(ctx, m, creds, log)
+		return dialMachineBMC(ctx, m, fl.Credentials(), log)
 	}
 	var artifacts engine.Artifacts
 	size := func(string) (int64, bool) { return 0, false }
@@ -69,9 +71,15 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	if err != nil {
 		return nil, err
 	}
-	fl, err := fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"), Credentials: creds,
+	secrets, _ := st.(store.SecretStore)
+	fl, err = fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"), Credentials: creds,
+		Secrets: secrets, Keys: keys,
 		DialBMC: func(ctx context.Context, m *machine.Machine) (fleet.BMCReader, error) {
-			return dialMachineBMC(ctx, m, creds, log)
+			return dialMachineBMC(ctx, m, fl.Credentials(), log)
+		},
+		DialBMCAs: func(ctx context.Context, m *machine.Machine, user, pass string) (fleet.BMCRotator, error) {
+			return bmc.Dial(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
+				Insecure: m.BMC.Insecure, Logger: log.With("bmc", m.BMC.Endpoint)})
 		}})
 	if err != nil {
 		return nil, err

@@ -274,6 +274,10 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 		return errors.New("cannot write the first-boot secret into the installed system: this agent has no installer")
 	}
 	env := fmt.Sprintf("INGOT_SERVER=%s\nINGOT_MACHINE=%s\nINGOT_FIRSTBOOT=%s\n", a.Config.Server, task.MachineID, task.FirstBootSecret)
+	if a.Config.API != "" {
+		// The report goes to the TLS API, verified by the pinned certificate.
+		env += fmt.Sprintf("INGOT_API=%s\nINGOT_CA=%s\n", a.Config.API, a.Config.CA)
+	}
 	files := []installFile{{api.FirstBootEnv, constant(env), 0o600}}
 	if task.Hostname != "" {
 		files = append(files, installFile{"/etc/hostname", constant(task.Hostname + "\n"), 0o644})
@@ -289,10 +293,16 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 			installFile{api.CloudInitSeed + "/user-data", constant(task.CloudInit), 0o600},
 			installFile{api.CloudInitSeed + "/meta-data", constant(meta), 0o644})
 	}
-	if plan, ok := burnInPlan(task, disk, inv); ok {
+	plan, burnIn := burnInPlan(task, disk, inv)
+	if burnIn {
 		files = append(files,
-			installFile{api.BurnInPlanPath, func() ([]byte, error) { return json.MarshalIndent(plan, "", "  ") }, 0o644},
-			installFile{api.AgentInstallPath, func() ([]byte, error) { return os.ReadFile(a.selfPath()) }, 0o755})
+			installFile{api.BurnInPlanPath, func() ([]byte, error) { return json.MarshalIndent(plan, "", "  ") }, 0o644})
+	}
+	if burnIn || a.Config.API != "" {
+		// The burn-in runs through this agent; over TLS it is also the
+		// reporter that verifies the server (an image's own reporter may
+		// lack that: busybox wget does not verify certificates).
+		files = append(files, installFile{api.AgentInstallPath, func() ([]byte, error) { return os.ReadFile(a.selfPath()) }, 0o755})
 	}
 	for _, f := range files {
 		b, err := f.data()

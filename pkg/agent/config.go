@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/tlsca"
 )
 
 // OnError is what PID 1 does after a fatal error was reported.
@@ -25,7 +27,12 @@ const (
 // Config is the agent's configuration: kernel command line keys ingot.*,
 // which cmd/ingot-agent's flags can override.
 type Config struct {
-	Server  string // ingot.server=http://IP:PORT (required)
+	Server string // ingot.server=http://IP:PORT (required): boot files and artifacts
+	// API is ingot.api=https://IP:PORT, the server's TLS API listener, and
+	// CA is ingot.ca=sha256:HEX, the certificate pinned there (pkg/tlsca).
+	// Without ingot.api the API is at Server.
+	API     string
+	CA      string
 	Token   string // ingot.token=TOKEN (required): the machine's one-time bearer token
 	Machine string // ingot.machine=ID: echoed in logs; the server knows it from the token
 	// FirstBoot is ingot.firstboot=SECRET, the job's first-boot secret the
@@ -65,6 +72,10 @@ func ParseCmdline(s string) (Config, error) {
 		switch key {
 		case "server":
 			cfg.Server = strings.TrimRight(v, "/")
+		case "api":
+			cfg.API = strings.TrimRight(v, "/")
+		case "ca":
+			cfg.CA = v
 		case "token":
 			cfg.Token = v
 		case "machine":
@@ -111,6 +122,17 @@ func (c Config) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("ingot.server=%q: expected an http:// or https:// URL with a host, e.g. http://10.77.0.1:8080", c.Server)
 	}
+	if c.API != "" {
+		if u, err := url.Parse(c.API); err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("ingot.api=%q: expected an https:// URL with a host, e.g. https://10.77.0.1:8443", c.API)
+		}
+		if c.CA == "" {
+			return fmt.Errorf("ingot.api=%s without ingot.ca=sha256:...: the agent verifies the server only by the certificate it was told to pin", c.API)
+		}
+		if _, err := tlsca.ParseFingerprint(c.CA); err != nil {
+			return fmt.Errorf("ingot.ca: %w", err)
+		}
+	}
 	switch c.Mode {
 	case "", "discovery":
 	default:
@@ -132,6 +154,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingot.disk=%q: expected an absolute path such as /dev/nvme0n1", c.Disk)
 	}
 	return nil
+}
+
+// APIBase is where the agent API is: ingot.api, else ingot.server.
+func (c Config) APIBase() string {
+	if c.API != "" {
+		return c.API
+	}
+	return c.Server
 }
 
 // Discovery reports whether the agent was booted as the discovery agent.

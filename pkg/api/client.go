@@ -12,9 +12,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/tlsca"
 )
 
 // StatusError is a non-2xx answer from the server.
@@ -47,6 +49,13 @@ type AgentClient struct {
 	// MAC identifies the machine instead of Token (discovery agent, installed
 	// OS): sent as ?mac=MAC, with no Authorization header.
 	MAC string
+	// CA is the fingerprint (sha256:HEX) of the certificate the server's
+	// TLS chain must contain (pkg/tlsca.Pinned); used when HTTP is nil.
+	CA string
+
+	pinOnce sync.Once
+	pinned  *http.Client
+	pinErr  error
 }
 
 // NewAgentClient returns a client with the defaults.
@@ -191,7 +200,8 @@ func (c *AgentClient) do(ctx context.Context, method, path string, body []byte, 
 		if errors.As(last, &se) && !se.Temporary() {
 			return last
 		}
-		if errors.Is(last, errDecode) || ctx.Err() != nil {
+		var pe *tlsca.PinError
+		if errors.Is(last, errDecode) || errors.As(last, &pe) || ctx.Err() != nil {
 			return last
 		}
 	}
@@ -215,6 +225,26 @@ func retryAfter(err error) time.Duration {
 	return 0
 }
 
+// httpClient is HTTP, else a client that pins CA, else a plain one.
+func (c *AgentClient) httpClient() (*http.Client, error) {
+	if c.HTTP != nil {
+		return c.HTTP, nil
+	}
+	c.pinOnce.Do(func() {
+		c.pinned = &http.Client{Timeout: 30 * time.Second}
+		if c.CA == "" {
+			return
+		}
+		cfg, err := tlsca.Pinned(c.CA)
+		if err != nil {
+			c.pinErr = err
+			return
+		}
+		c.pinned.Transport = &http.Transport{Proxy: nil, TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second}
+	})
+	return c.pinned, c.pinErr
+}
+
 func (c *AgentClient) once(ctx context.Context, method, path string, body []byte, read func(io.Reader) error) error {
 	var rd io.Reader
 	if body != nil {
@@ -235,9 +265,9 @@ func (c *AgentClient) once(ctx context.Context, method, path string, body []byte
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+	hc, err := c.httpClient()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -38,7 +38,8 @@ func TestOpenAPIMatchesWireTypes(t *testing.T) {
 	for _, v := range []any{wire.Error{}, wire.Job{}, wire.CancelRequest{}, wire.SetRecipeRequest{}, wire.WaiverRequest{},
 		wire.Finding{}, wire.Inspection{}, wire.Snapshot{}, wire.InventoryDiff{}, wire.ReimageRequest{}, wire.Plan{},
 		wire.ReimageResult{}, wire.RolloutRequest{}, wire.TokenRequest{}, wire.Token{}, wire.TokenCreated{}, wire.Image{},
-		wire.Version{}, machine.Machine{}} {
+		wire.Version{}, wire.Secret{}, wire.SecretRequest{}, wire.KeyRotation{}, wire.BMCRotateRequest{}, wire.BMCRotation{},
+		machine.Machine{}} {
 		typ := reflect.TypeOf(v)
 		schema, ok := doc.Components.Schemas[typ.Name()]
 		if !ok {

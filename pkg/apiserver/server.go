@@ -166,6 +166,11 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/tokens", operator, s.postToken, 0},
 		{"DELETE", "/api/v1/tokens/{id}", operator, s.deleteToken, 0},
 		{"GET", "/api/v1/images", operator, s.listImages, 0},
+		{"GET", "/api/v1/secrets", operator, s.listSecrets, 0},
+		{"PUT", "/api/v1/secrets/{name}", operator, s.putSecret, smallBody},
+		{"DELETE", "/api/v1/secrets/{name}", operator, s.deleteSecret, 0},
+		{"POST", "/api/v1/secrets/rotate-key", operator, s.postRotateKey, smallBody},
+		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
 		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
 		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
 		{"GET", api.PathTask, agent, s.agentTask, 0},
@@ -256,6 +261,8 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				code = http.StatusConflict
 			case errors.Is(err, engine.ErrPreflight):
 				code = http.StatusUnprocessableEntity
+			case errors.Is(err, fleet.ErrNoSecrets):
+				code = http.StatusNotImplemented
 			}
 			if code >= 500 {
 				s.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -15,6 +15,8 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,6 +133,9 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		method = resp.Request.Method
 	}
 	if err != nil {
+		if untrusted(err) {
+			return false, nil // asking again will not make the certificate trusted
+		}
 		return errors.Is(err, syscall.ECONNREFUSED) || idempotentErr(err), nil
 	}
 	switch resp.StatusCode {
@@ -138,6 +143,17 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return method != http.MethodPost, nil
 	}
 	return false, nil
+}
+
+// untrusted reports a TLS verification failure: the server is not the one
+// --ca says, or no CA was given.
+func untrusted(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var ve *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	return errors.As(err, &ua) || errors.As(err, &hn) || errors.As(err, &ci) || errors.As(err, &ve) || errors.As(err, &rh)
 }
 
 // idempotentErr marks transport errors of requests safe to repeat
@@ -196,7 +212,11 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 	}
 	resp, err := c.rc.Do(req)
 	if err != nil {
-		return nil, &Error{Server: c.base, Method: method, Path: path, Message: err.Error()}
+		msg := err.Error()
+		if untrusted(err) {
+			msg += " (trust the server's CA with --ca FILE: `ingot serve` makes it as DATA/tls/ca.pem and logs its fingerprint)"
+		}
+		return nil, &Error{Server: c.base, Method: method, Path: path, Message: msg}
 	}
 	defer resp.Body.Close()
 	c.checkVersion(resp.Header.Get(wire.VersionHeader))

@@ -4,6 +4,10 @@
 //	file:/etc/ingot/bmc/node1   a file with "username=NAME" and
 //	                            "password=SECRET" lines (or one "NAME:SECRET" line)
 //	env:NODE1_BMC               an environment variable holding NAME:SECRET
+//	secret:node1-bmc            a secret sealed in ingot's store (pkg/secret)
+//	                            holding the same lines as a file
+//
+// Policy says which of them a server allows.
 package credential
 
 import (
@@ -13,11 +17,15 @@ import (
 	"strings"
 )
 
+// Parse reads a credential's text (username=/password= lines, or one
+// NAME:SECRET line); ref names it in errors.
+func Parse(ref, text string) (user, password string, err error) { return parse(ref, text) }
+
 // Resolve returns the user name and password a reference points to.
 func Resolve(ref string, getenv func(string) string) (user, password string, err error) {
 	kind, arg, ok := strings.Cut(ref, ":")
 	if !ok || arg == "" {
-		return "", "", fmt.Errorf("credential reference %q: expected file:PATH or env:VARIABLE", ref)
+		return "", "", fmt.Errorf("credential reference %q: expected secret:NAME, file:PATH or env:VARIABLE", ref)
 	}
 	switch kind {
 	case "env":
@@ -33,7 +41,7 @@ func Resolve(ref string, getenv func(string) string) (user, password string, err
 		}
 		return parse(ref, string(b))
 	}
-	return "", "", fmt.Errorf("credential reference %q: unknown kind %q; expected file:PATH or env:VARIABLE", ref, kind)
+	return "", "", fmt.Errorf("credential reference %q: unknown kind %q; expected file:PATH or env:VARIABLE (secret:NAME is opened by the server)", ref, kind)
 }
 
 func parse(ref, text string) (user, password string, err error) {

@@ -30,7 +30,7 @@ func TestResolve(t *testing.T) {
 		{ref: "file:" + empty, err: "expected username= and password= lines"},
 		{ref: "file:/nonexistent", err: "no such file"},
 		{ref: "vault:x", err: `unknown kind "vault"`},
-		{ref: "admin", err: "expected file:PATH or env:VARIABLE"},
+		{ref: "admin", err: "expected secret:NAME, file:PATH or env:VARIABLE"},
 	}
 	for _, tc := range cases {
 		u, p, err := Resolve(tc.ref, func(k string) string { return env[k] })

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
 // ErrRefused: a reference points where the server's policy does not allow.
@@ -21,6 +23,9 @@ type Policy struct {
 	Dir       string              // e.g. /etc/ingot/bmc; "" refuses every file:
 	EnvPrefix string              // e.g. INGOT_BMC_; "" refuses every env:
 	Getenv    func(string) string // default os.Getenv
+	// Secrets opens a secret ingot keeps sealed in its store (secret:NAME,
+	// pkg/secret); nil refuses every secret:.
+	Secrets func(name string) (string, error)
 }
 
 // Check refuses a reference the policy does not allow; it reads nothing.
@@ -37,8 +42,15 @@ func (p Policy) Check(ref string) error {
 		if p.EnvPrefix == "" || !strings.HasPrefix(arg, p.EnvPrefix) || len(arg) == len(p.EnvPrefix) {
 			return fmt.Errorf("%w: %q: environment references must name a variable starting with %s (serve --bmc-credential-env-prefix)", ErrRefused, ref, orNone(p.EnvPrefix))
 		}
+	case kind == "secret":
+		if p.Secrets == nil {
+			return fmt.Errorf("%w: %q: this server keeps no secrets (no key file)", ErrRefused, ref)
+		}
+		if machine.CheckDNSName(arg) != nil {
+			return fmt.Errorf("%w: %q: a secret name is lower-case letters, digits, '-' and '.', 1-253 characters", ErrRefused, ref)
+		}
 	default:
-		return fmt.Errorf("%w: %q: expected file:PATH or env:VARIABLE", ErrRefused, ref)
+		return fmt.Errorf("%w: %q: expected secret:NAME, file:PATH or env:VARIABLE", ErrRefused, ref)
 	}
 	return nil
 }
@@ -50,6 +62,13 @@ func (p Policy) Resolve(ref string) (user, password string, err error) {
 		return "", "", err
 	}
 	kind, arg, _ := strings.Cut(ref, ":")
+	if kind == "secret" {
+		v, err := p.Secrets(arg)
+		if err != nil {
+			return "", "", fmt.Errorf("credential reference %s: %w", ref, err)
+		}
+		return parse(ref, v)
+	}
 	if kind == "file" {
 		real, err := filepath.EvalSymlinks(arg)
 		dir, derr := filepath.EvalSymlinks(p.Dir)

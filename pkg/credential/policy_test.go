@@ -16,6 +16,11 @@ func TestPolicy(t *testing.T) {
 	os.Symlink(outside, filepath.Join(dir, "link"))
 	p := Policy{Dir: dir, EnvPrefix: "INGOT_BMC_", Getenv: func(k string) string {
 		return map[string]string{"INGOT_BMC_NODE1": "admin:pw", "HOME": "a:b"}[k]
+	}, Secrets: func(name string) (string, error) {
+		if name == "node1-bmc" {
+			return "username=admin\npassword=pw\n", nil
+		}
+		return "", errors.New("no secret " + name)
 	}}
 	for ref, want := range map[string]string{
 		"file:" + filepath.Join(dir, "node1"):       "",
@@ -26,7 +31,10 @@ func TestPolicy(t *testing.T) {
 		"file:relative":                             "must name a file inside",
 		"env:HOME":                                  "starting with INGOT_BMC_",
 		"env:INGOT_BMC_":                            "starting with INGOT_BMC_",
-		"ldap:x":                                    "expected file:PATH or env:VARIABLE",
+		"ldap:x":                                    "expected secret:NAME, file:PATH or env:VARIABLE",
+		"secret:node1-bmc":                          "",
+		"secret:Node1":                              "a secret name is lower-case",
+		"secret:other":                              "no secret other",
 		"file:" + filepath.Join(dir, "link"):        "not a readable file inside",
 		"file:" + filepath.Join(dir, "absent"):      "not a readable file inside",
 	} {
@@ -45,5 +53,8 @@ func TestPolicy(t *testing.T) {
 	}
 	if err := (Policy{}).Check("file:" + filepath.Join(dir, "node1")); !errors.Is(err, ErrRefused) {
 		t.Errorf("an empty policy allowed a file: %v", err)
+	}
+	if err := (Policy{}).Check("secret:node1-bmc"); !errors.Is(err, ErrRefused) {
+		t.Errorf("a policy without secrets allowed secret: %v", err)
 	}
 }

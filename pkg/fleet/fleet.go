@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -54,6 +56,13 @@ type Config struct {
 	// Credentials is where BMC credential references may point; an
 	// enrolment naming anything else is refused.
 	Credentials credential.Policy
+	// Secrets and Keys keep BMC credentials sealed in the store
+	// (secret:NAME references, SetSecret); nil: none are kept.
+	Secrets store.SecretStore
+	Keys    *secret.Keyring
+	// DialBMCAs opens a BMC session with given credentials, for password
+	// rotation; nil: RotateBMC fails.
+	DialBMCAs DialBMCAs
 	// MaxDiscovered bounds the machines discovery keeps in state
 	// discovered (default 1000): a flood of made-up MACs on the boot
 	// network cannot fill the store.
@@ -67,6 +76,9 @@ type Service struct {
 	dial    DialBMC
 	maxDisc int
 	creds   credential.Policy
+	sec     *secrets
+	dialAs  DialBMCAs
+	rotMu   sync.Mutex // one BMC password rotation at a time
 	log     *slog.Logger
 	now     func() time.Time
 }
@@ -80,6 +92,11 @@ func New(cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Secrets != nil && cfg.Keys != nil {
+		s.sec = &secrets{store: cfg.Secrets, keys: cfg.Keys}
+	}
+	s.dialAs = cfg.DialBMCAs
+	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
 	if s.now == nil {
 		s.now = time.Now
 	}

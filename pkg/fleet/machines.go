@@ -183,8 +183,8 @@ func checkNew(m *machine.Machine) error {
 			return invalid("bmc.endpoint %q: expected a URL like https://10.0.0.5 or http://127.0.0.1:8443", e)
 		}
 	}
-	if ref := m.BMC.CredentialRef; ref != "" && !strings.HasPrefix(ref, "file:") && !strings.HasPrefix(ref, "env:") {
-		return invalid("bmc.credential_ref %q: expected file:PATH or env:VARIABLE", ref)
+	if ref := m.BMC.CredentialRef; ref != "" && !strings.HasPrefix(ref, "file:") && !strings.HasPrefix(ref, "env:") && !strings.HasPrefix(ref, "secret:") {
+		return invalid("bmc.credential_ref %q: expected secret:NAME, file:PATH or env:VARIABLE", ref)
 	}
 	if m.Index < 0 {
 		return invalid("index %d: expected the machine's place in its rack, 1 or more (0: none)", m.Index)
@@ -214,24 +214,8 @@ func normalizeMAC(mac string) (string, error) {
 // or digit, 253 characters in all. Names end up in hostnames, kernel
 // command lines and iPXE scripts, so nothing else is allowed.
 func CheckName(name string) error {
-	bad := func(why string) error {
-		return invalid("name %q: %s; expected a DNS-style name of lower-case letters, digits, '-' and '.' like gpu-r12-07", name, why)
-	}
-	if name == "" || len(name) > 253 {
-		return bad("empty or longer than 253 characters")
-	}
-	for _, label := range strings.Split(name, ".") {
-		if label == "" || len(label) > 63 {
-			return bad("a label is empty or longer than 63 characters")
-		}
-		if label[0] == '-' || label[len(label)-1] == '-' {
-			return bad("a label starts or ends with '-'")
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-				return bad(fmt.Sprintf("%q is not allowed", r))
-			}
-		}
+	if err := machine.CheckDNSName(name); err != nil {
+		return invalid("name %q: %v; expected a DNS-style name of lower-case letters, digits, '-' and '.' like gpu-r12-07", name, err)
 	}
 	return nil
 }

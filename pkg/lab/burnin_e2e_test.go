@@ -67,7 +67,7 @@ func TestE2ELabBurnIn(t *testing.T) {
 			requireReady(t, ctx, l, r)
 		}
 		for _, vm := range l.State.VMs {
-			if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: burn-in: running ingot-agent firstboot in the installed system"); err != nil {
+			if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: first boot: running ingot-agent firstboot in the installed system"); err != nil {
 				t.Error(err)
 			}
 			requireMeasured(t, ctx, l, vm, "stress-ng", "fio", "iperf3")

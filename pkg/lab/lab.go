@@ -8,6 +8,8 @@ package lab
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ const (
 	cidr      = ServerIP + "/24"
 	poolSpec  = "10.77.0.0/24,10.77.0.100-10.77.0.200"
 	httpPort  = 8080
+	apiPort   = 8443
 	bmcPort0  = 9001
 	bmcUser   = "admin"
 	stateFile = "lab.json"
@@ -69,7 +72,9 @@ type Config struct {
 type State struct {
 	Namespace string   `json:"namespace"`
 	Dir       string   `json:"dir"`
-	ServerURL string   `json:"server_url"`
+	ServerURL string   `json:"server_url"` // the boot listener (plain HTTP)
+	APIURL    string   `json:"api_url"`    // the API listener (HTTPS)
+	CA        string   `json:"ca"`         // serve's CA (PEM file): the CLI's --ca
 	Token     string   `json:"token"`
 	Accel     string   `json:"accel"`
 	VMs       []VM     `json:"vms"`
@@ -144,7 +149,8 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 	l := &Lab{cfg: cfg}
 	l.State = State{Dir: cfg.Dir, Accel: Accel(cfg.Getenv), Recipe: cfg.Recipe, Binary: cfg.Binary,
-		ServerURL: fmt.Sprintf("http://%s:%d", ServerIP, httpPort)}
+		ServerURL: fmt.Sprintf("http://%s:%d", ServerIP, httpPort), APIURL: fmt.Sprintf("https://%s:%d", ServerIP, apiPort),
+		CA: filepath.Join(cfg.Dir, "data", "tls", "ca.pem")}
 	fmt.Fprintf(cfg.Out, "lab: building kernel, agent initramfs and the lab image (cached in %s)\n", cacheDir(cfg))
 	hw, err := recipeHardware(cfg.RepoRoot, cfg.Recipe)
 	if err != nil {
@@ -174,7 +180,7 @@ func (l *Lab) network(ctx context.Context) error {
 	}
 	l.ns = ns
 	l.State.Namespace = ns.Name
-	l.HTTP = nsHTTPClient(ns)
+	l.HTTP = nsHTTPClient(ns, "")
 	if err := ns.AddBridge(ctx, Bridge, cidr); err != nil {
 		return err
 	}
@@ -236,12 +242,18 @@ func Open(dir string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lab{cfg: Config{Dir: dir, Out: io.Discard}, ns: ns, State: *st, HTTP: nsHTTPClient(ns)}, nil
+	return &Lab{cfg: Config{Dir: dir, Out: io.Discard}, ns: ns, State: *st, HTTP: nsHTTPClient(ns, st.CA)}, nil
 }
 
-// nsHTTPClient returns a client whose connections are opened inside ns.
-func nsHTTPClient(ns *netns.NS) *http.Client {
+// nsHTTPClient returns a client whose connections are opened inside ns,
+// trusting the CA in caFile ("" or missing: none yet).
+func nsHTTPClient(ns *netns.NS, caFile string) *http.Client {
+	pool := x509.NewCertPool()
+	if b, err := os.ReadFile(caFile); err == nil {
+		pool.AppendCertsFromPEM(b)
+	}
 	tr := &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
 			err := ns.Do(func() (err error) {

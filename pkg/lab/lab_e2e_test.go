@@ -105,7 +105,7 @@ func TestE2ELab(t *testing.T) {
 		for _, vm := range l.State.VMs {
 			requireDiskHoldsImage(t, vm, l.State.Artifacts)
 			requireBootPortAndNeighbour(t, ctx, l, vm)
-			if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: reported to"); err != nil {
+			if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: reported through ingot-agent"); err != nil {
 				t.Error(err)
 			}
 		}
@@ -309,6 +309,10 @@ func requireForgeryRefused(t *testing.T, ctx context.Context, l *lab.Lab, vm lab
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+	// The agent is told where the TLS API is and which certificate to pin.
+	if b, _ := os.ReadFile(vm.Console); !regexp.MustCompile(`ingot\.api=https://\S+ ingot\.ca=sha256:[0-9a-f]{64}`).Match(b[before.Size():]) {
+		t.Errorf("the agent's kernel command line lacks ingot.api=https://... ingot.ca=sha256:...")
+	}
 	curl := func(method, path, token, body string) string {
 		args := []string{"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--interface", intruder, "-X", method}
 		if token != "" {
@@ -317,7 +321,7 @@ func requireForgeryRefused(t *testing.T, ctx context.Context, l *lab.Lab, vm lab
 		if body != "" {
 			args = append(args, "-H", "Content-Type: application/json", "--data", body)
 		}
-		out, _ := inNS(append(args, l.State.ServerURL+path)...)
+		out, _ := inNS(append(args, "--cacert", l.State.CA, l.State.APIURL+path)...)
 		return out
 	}
 	script, _ := inNS("curl", "-s", "--interface", intruder, l.State.ServerURL+"/ipxe?mac="+vm.MAC+"&arch=bios")
@@ -334,6 +338,10 @@ func requireForgeryRefused(t *testing.T, ctx context.Context, l *lab.Lab, vm lab
 	} {
 		if code := curl(c.method, c.path, boot, c.body); code != "401" && code != "403" {
 			t.Errorf("%s %s from %s with the VM's boot credential: HTTP %s, want 401 or 403", c.method, c.path, intruder, code)
+		}
+		// The plain-HTTP boot listener has no API at all.
+		if out, _ := inNS("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", c.method, l.State.ServerURL+c.path); out != "404" && out != "405" {
+			t.Errorf("%s %s on the boot listener: HTTP %s, want 404", c.method, c.path, out)
 		}
 	}
 	res, err := l.Follow(ctx, jobs)

@@ -28,9 +28,9 @@ func (r Result) Restore() string { return engine.FormatPhases(r.Status) }
 // operator does, never through its database.
 func (l *Lab) Client() *client.Client {
 	if l.client == nil {
-		c, err := client.New(client.Config{Server: l.State.ServerURL, Token: l.State.Token, HTTP: l.HTTP})
+		c, err := client.New(client.Config{Server: l.State.APIURL, Token: l.State.Token, HTTP: l.HTTP})
 		if err != nil {
-			panic(fmt.Sprintf("lab: server URL %q: %v", l.State.ServerURL, err)) // the lab writes it itself
+			panic(fmt.Sprintf("lab: API URL %q: %v", l.State.APIURL, err)) // the lab writes it itself
 		}
 		l.client = c
 	}

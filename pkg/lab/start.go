@@ -42,7 +42,8 @@ func (l *Lab) start(ctx context.Context) error {
 	l.startLLDP()
 	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
 		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
-		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--discovery-cmdline", "console=ttyS0",
+		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--api-addr", fmt.Sprintf("%s:%d", ServerIP, apiPort),
+		"--discovery-cmdline", "console=ttyS0",
 		"--bmc-credentials-dir", l.cfg.Dir}
 	if err := l.StartServe(ctx); err != nil {
 		return err
@@ -64,7 +65,11 @@ func (l *Lab) StartServe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, "GET", l.State.ServerURL+"/healthz", nil)
+		// serve makes its CA on start: trust it once it is there.
+		if l.client == nil {
+			l.HTTP = nsHTTPClient(l.ns, l.State.CA)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", l.State.APIURL+"/healthz", nil)
 		resp, err := l.HTTP.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -74,7 +79,7 @@ func (l *Lab) StartServe(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("ingot serve did not answer on %s within 60s (see %s): %v", l.State.ServerURL,
+			return fmt.Errorf("ingot serve did not answer on %s within 60s (see %s): %v", l.State.APIURL,
 				filepath.Join(l.cfg.Dir, "serve.log"), err)
 		case <-time.After(200 * time.Millisecond):
 		}

@@ -37,6 +37,18 @@ type Config struct {
 	HTTPAddr  string `yaml:"http_addr"`
 	LogLevel  string `yaml:"log_level"`
 
+	// The API (operator and agent routes, /metrics) has its own HTTPS
+	// listener at APIAddr, bindable apart from the boot network; "" puts it
+	// on the boot listener in plain HTTP (tokens travel in clear). Its
+	// certificate is TLSCert/TLSKey, or else one from ingot's own CA in
+	// DATA/tls, naming the server IP, loopback, this host and TLSSANs.
+	// APIURL is how machines reach it (default https://SERVER-IP:PORT).
+	APIAddr string   `yaml:"api_addr"`
+	APIURL  string   `yaml:"api_url"`
+	TLSCert string   `yaml:"tls_cert"`
+	TLSKey  string   `yaml:"tls_key"`
+	TLSSANs []string `yaml:"tls_san"`
+
 	// HTTP limits: a request (headers and body) must arrive within
 	// HTTPReadTimeout, an answer leave within HTTPWriteTimeout (artifact
 	// and boot file downloads get a deadline from their size instead), an
@@ -72,6 +84,12 @@ type Config struct {
 	// BMCCredentialEnvPrefix (pkg/credential.Policy).
 	BMCCredentialsDir      string `yaml:"bmc_credentials_dir"`
 	BMCCredentialEnvPrefix string `yaml:"bmc_credential_env_prefix"`
+	// SecretKeyFile holds the key BMC credentials are sealed with in the
+	// store (secret:NAME; default DATA/secrets.key, made on first start).
+	SecretKeyFile string `yaml:"secret_key_file"`
+	// BMCRotateEvery rotates each secret: BMC password this often (0: only
+	// on request, `ingot bmc rotate`).
+	BMCRotateEvery time.Duration `yaml:"bmc_rotate_every"`
 
 	// AgentBinding ties a credential requester's address to a machine's
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
@@ -85,6 +103,7 @@ func Defaults() Config {
 	return Config{
 		Data:                  "/var/lib/ingot",
 		HTTPAddr:              ":8080",
+		APIAddr:               ":8443",
 		LogLevel:              "info",
 		HTTPReadTimeout:       30 * time.Second,
 		HTTPWriteTimeout:      2 * time.Minute,
@@ -118,7 +137,12 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Recipes, "recipes", c.Recipes, "recipes directory (*.yaml); empty: no recipes, machines get an error script")
 	fs.StringVar(&c.ServerIP, "server-ip", c.ServerIP, "our IPv4 address on --interface (default: the interface's first IPv4 address; must belong to it)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "HTTP listen address (boot scripts, artifacts, metrics, API)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "boot HTTP listen address, plain HTTP (iPXE scripts, boot files, artifacts; everything with --api-addr '')")
+	fs.StringVar(&c.APIAddr, "api-addr", c.APIAddr, "API listen address, HTTPS (operator and agent API, /metrics); '' serves the API on --http-addr in plain HTTP")
+	fs.StringVar(&c.APIURL, "api-url", c.APIURL, "URL machines reach the API at (default https://SERVER-IP:API-PORT)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate chain for the API (default: one from ingot's own CA in DATA/tls); reloaded on SIGHUP")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key of --tls-cert")
+	fs.Var(listValue{&c.TLSSANs, new(bool)}, "tls-san", "extra host names or addresses in the certificate ingot's CA makes (';'-separated)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "a request's headers and body must arrive within this")
 	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", c.HTTPWriteTimeout, "an answer must leave within this (downloads get a deadline from their size)")
@@ -142,6 +166,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
 	fs.StringVar(&c.BMCCredentialsDir, "bmc-credentials-dir", c.BMCCredentialsDir, "BMC credential references may name files only inside this folder (file:DIR/NODE)")
 	fs.StringVar(&c.BMCCredentialEnvPrefix, "bmc-credential-env-prefix", c.BMCCredentialEnvPrefix, "BMC credential references may name environment variables only with this prefix (env:PREFIXNODE)")
+	fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "key file secrets are sealed with (0600; default DATA/secrets.key, made on first start; keep it out of database backups)")
+	fs.DurationVar(&c.BMCRotateEvery, "bmc-rotate-every", c.BMCRotateEvery, "rotate each secret: BMC password this often, e.g. 720h (0: only with ingot bmc rotate)")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 }
@@ -240,6 +266,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	if cfg.BootDir == "" {
 		cfg.BootDir = filepath.Join(cfg.Data, "boot")
 	}
+	if cfg.SecretKeyFile == "" {
+		cfg.SecretKeyFile = filepath.Join(cfg.Data, "secrets.key")
+	}
 	return cfg, nil
 }
 
@@ -288,6 +317,18 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together: give both, or neither for a certificate from ingot's own CA in DATA/tls")
+	}
+	if c.APIAddr == "" && (c.TLSCert != "" || c.APIURL != "") {
+		return errors.New("--tls-cert and --api-url need the API's own listener (--api-addr)")
+	}
+	if c.APIURL != "" && !strings.HasPrefix(c.APIURL, "https://") {
+		return fmt.Errorf("--api-url %q: expected https://HOST:PORT", c.APIURL)
+	}
+	if c.APIAddr != "" && c.APIAddr == c.HTTPAddr && !strings.HasSuffix(c.APIAddr, ":0") {
+		return fmt.Errorf("--api-addr and --http-addr are both %s: give the API its own port, or --api-addr '' to serve it on the boot listener in plain HTTP", c.APIAddr)
 	}
 	switch c.Binding() {
 	case "lease":

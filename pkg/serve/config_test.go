@@ -36,6 +36,9 @@ log_level: debug
 		if c.DB == "" {
 			c.DB = filepath.Join(c.Data, "ingot.db")
 		}
+		if c.SecretKeyFile == "" {
+			c.SecretKeyFile = filepath.Join(c.Data, "secrets.key")
+		}
 		if c.BootDir == "" {
 			c.BootDir = filepath.Join(c.Data, "boot")
 		}

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -77,16 +76,6 @@ func limitedServe(t *testing.T, timeout time.Duration, conns int) string {
 	d.Mount = []func(*http.ServeMux){func(m *http.ServeMux) {
 		m.HandleFunc("POST /api/v1/echo", func(w http.ResponseWriter, r *http.Request) { io.Copy(w, r.Body) })
 	}}
-	ready := make(chan Addrs, 1)
-	d.Ready = func(a Addrs) { ready <- a }
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go Run(ctx, cfg, d)
-	select {
-	case a := <-ready:
-		return a.HTTP.String()
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not start")
-	}
-	return ""
+	a, _ := startRun(t, cfg, d)
+	return a.HTTP.String()
 }

@@ -2,16 +2,20 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
@@ -20,6 +24,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/tlsca"
 )
 
 // Deps are the things Run serves from, made by the caller (cmd/ingot).
@@ -44,6 +49,8 @@ type Deps struct {
 	Mount []func(*http.ServeMux)
 	// Ready, if set, is called once every socket is bound (tests, systemd notify).
 	Ready func(Addrs)
+	// Reload delivers SIGHUP: the API certificate is loaded again.
+	Reload <-chan os.Signal
 	// Services are the other long-running parts of the process (the
 	// engine, pollers), run by the same Supervisor as the boot services
 	// once every socket is bound, e.g. serve.ServiceFunc("engine", e.Run).
@@ -55,6 +62,9 @@ type Deps struct {
 // Addrs are the bound addresses, for Ready.
 type Addrs struct {
 	HTTP     net.Addr
+	API      net.Addr // the API's HTTPS listener; nil with --api-addr ''
+	APIURL   string   // how machines reach the API ("" with --api-addr '')
+	CA       string   // the fingerprint machines pin (pkg/tlsca)
 	TFTP     net.Addr // nil when TFTP is off
 	ServerIP netip.Addr
 }
@@ -114,6 +124,25 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	var services []Service
 	addrs := Addrs{HTTP: httpLn.Addr(), ServerIP: serverIP}
+	var apiLn net.Listener
+	var apiCert *apiTLS
+	if cfg.APIAddr != "" {
+		if apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			return fmt.Errorf("api: listening on %s: %w", cfg.APIAddr, err)
+		}
+		defer apiLn.Close()
+		addrs.API, addrs.APIURL = apiLn.Addr(), cfg.APIURL
+		if addrs.APIURL == "" {
+			addrs.APIURL = defaultAPIURL(serverIP, apiLn.Addr())
+		}
+		if apiCert, err = newAPITLS(cfg, certHosts(cfg, serverIP, addrs.APIURL, apiLn.Addr())); err != nil {
+			return err
+		}
+		addrs.CA = apiCert.fingerprint
+		services = append(services, apiCert.reloadService(d.Reload, d.Logger.With("service", "tls")))
+	} else {
+		d.Logger.Warn("the API shares the plain-HTTP boot listener (--api-addr ''): operator and machine tokens travel in clear")
+	}
 
 	dsvc, err := newDHCP(cfg, d, serverIP, publicURL)
 	if err != nil {
@@ -143,37 +172,71 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		services = append(services, Critical(ServiceFunc("tftp", t.Serve)))
 	}
 	hb, err := httpboot.New(httpboot.Config{
-		ServerURL:  publicURL,
-		Machines:   d.Store,
-		Recipes:    d.Recipes,
-		Tokens:     d.Tokens,
-		Artifacts:  d.Artifacts,
-		BootFiles:  bootDirs,
-		Unknown:    cfg.Unknown,
-		Discovery:  httpboot.Discovery{Kernel: cfg.DiscoveryKernel, Initrd: cfg.DiscoveryInitrd, Cmdline: cfg.DiscoveryCmdline},
-		Logger:     d.Logger.With("service", "http"),
-		Registerer: d.Registry,
-		Gatherer:   d.Registry,
+		ServerURL:     publicURL,
+		Machines:      d.Store,
+		Recipes:       d.Recipes,
+		Tokens:        d.Tokens,
+		Artifacts:     d.Artifacts,
+		BootFiles:     bootDirs,
+		Unknown:       cfg.Unknown,
+		Discovery:     httpboot.Discovery{Kernel: cfg.DiscoveryKernel, Initrd: cfg.DiscoveryInitrd, Cmdline: cfg.DiscoveryCmdline},
+		Logger:        d.Logger.With("service", "http"),
+		Registerer:    d.Registry,
+		Gatherer:      gatherer(apiLn == nil, d.Registry),
+		APIURL:        addrs.APIURL,
+		CAFingerprint: addrs.CA,
 	})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	hb.Register(mux)
+	apiMux := mux
+	if apiLn != nil {
+		// The API, its CA and /metrics only on the TLS listener; the boot
+		// listener keeps what firmware fetches.
+		apiMux = http.NewServeMux()
+		apiMux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+		apiMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		apiMux.HandleFunc("GET /api/v1/ca.pem", apiCert.serveCA)
+		tlsLn := tls.NewListener(apiLn, apiCert.holder.ServerConfig())
+		services = append(services, Critical(ServiceFunc("api", httpService(tlsLn, apiMux, cfg, d.Logger))))
+	}
 	for _, m := range d.Mount {
-		m(mux)
+		m(apiMux)
 	}
 	services = append(services, Critical(ServiceFunc("http", httpService(httpLn, mux, cfg, d.Logger))))
 	services = append(services, d.Services...)
 
 	d.Logger.Info("ingot serving", "interface", cfg.Interface, "server_ip", serverIP, "http", httpLn.Addr().String(),
 		"public_url", publicURL, "dhcp", cfg.DHCP, "tftp", cfg.TFTP)
+	if apiLn != nil {
+		d.Logger.Info("api serving over TLS: give operators ca.pem (--ca) and check its fingerprint", "api", apiLn.Addr().String(),
+			"api_url", addrs.APIURL, "ca_fingerprint", addrs.CA, "ca_pem", caPath(cfg))
+	}
 	if d.Ready != nil {
 		d.Ready(addrs)
 	}
 	err = Supervisor{Services: services, Logger: d.Logger}.Run(ctx)
 	d.Logger.Info("ingot stopped", "err", err)
 	return err
+}
+
+// gatherer is what the boot listener's /metrics exports: everything when
+// it is the only listener, nothing when the API listener has /metrics.
+func gatherer(onBoot bool, r *prometheus.Registry) prometheus.Gatherer {
+	if onBoot {
+		return r
+	}
+	return nil
+}
+
+// caPath is the PEM operators give the CLI (--ca).
+func caPath(cfg Config) string {
+	if cfg.TLSCert != "" {
+		return cfg.TLSCert
+	}
+	return filepath.Join(cfg.Data, "tls", tlsca.CAFile)
 }
 
 // defaultPublicURL is http://SERVER-IP:PORT, or loopback when no boot

@@ -2,6 +2,8 @@ package serve
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -31,6 +33,7 @@ func httpOnly(t *testing.T) (Config, Deps) {
 	}
 	cfg := Defaults()
 	cfg.Data, cfg.DHCP, cfg.TFTP, cfg.HTTPAddr = dir, "off", false, "127.0.0.1:0"
+	cfg.APIAddr = "" // the API on the boot listener; TestRunAPIOverTLS covers its own
 	cfg.BootDir, cfg.IPXEDir = filepath.Join(dir, "boot"), filepath.Join(dir, "ipxe")
 	return cfg, Deps{Store: st, Artifacts: arts,
 		Recipes: func(n string) (*recipe.Recipe, error) { return nil, store.ErrNotFound }}
@@ -42,20 +45,10 @@ func httpOnly(t *testing.T) (Config, Deps) {
 func TestRunHTTPOnly(t *testing.T) {
 	cfg, d := httpOnly(t)
 	st := d.Store
-	ready := make(chan Addrs, 1)
 	d.Mount = []func(*http.ServeMux){func(m *http.ServeMux) {
 		m.HandleFunc("GET /api/v1/ping", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "pong") })
 	}}
-	d.Ready = func(a Addrs) { ready <- a }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, d) }()
-	var addrs Addrs
-	select {
-	case addrs = <-ready:
-	case err := <-done:
-		t.Fatalf("Run returned before ready: %v", err)
-	}
+	addrs, stop := startRun(t, cfg, d)
 	base := "http://" + addrs.HTTP.String()
 	lease := store.Lease{MAC: "52:54:00:00:00:01", IP: netip.MustParseAddr("10.0.0.1"), State: "bound", Expires: time.Now().Add(time.Hour)}
 	if err := st.PutLease(context.Background(), lease); err != nil {
@@ -74,13 +67,41 @@ func TestRunHTTPOnly(t *testing.T) {
 			t.Errorf("GET %s: %d %.80q, want %q", path, resp.StatusCode, b, want)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run after cancel: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not stop within 15s of cancel")
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+// startRun runs Run until the returned stop is called (or the test ends)
+// and returns the bound addresses; stop says how Run ended.
+func startRun(t *testing.T, cfg Config, d Deps) (Addrs, func() error) {
+	t.Helper()
+	ready := make(chan Addrs, 1)
+	d.Ready = func(a Addrs) { ready <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, d) }()
+	stop := func() error {
+		cancel()
+		select {
+		case err := <-done:
+			done <- err
+			if err != nil {
+				return fmt.Errorf("Run after cancel: %w", err)
+			}
+			return nil
+		case <-time.After(15 * time.Second):
+			return errors.New("Run did not stop within 15s of cancel")
+		}
+	}
+	t.Cleanup(func() { stop() })
+	select {
+	case a := <-ready:
+		return a, stop
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not start within 10 s")
+	}
+	return Addrs{}, stop
 }

@@ -116,6 +116,7 @@ var (
 	bIdxIP     = []byte("idx_lease_ip")
 	bJobs      = []byte("jobs")
 	bTokens    = []byte("tokens")
+	bSecrets   = []byte("secrets")
 
 	kSchema = []byte("schema")
 )

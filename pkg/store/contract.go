@@ -188,6 +188,27 @@ type TokenStore interface {
 	DeleteToken(ctx context.Context, hash string) error
 }
 
+// SecretStore keeps secrets sealed by pkg/secret: the store sees only
+// ciphertext and the ID of the key that sealed it, never a value or a key.
+//
+// An implementation MUST:
+//   - store a secret under its Name (a DNS-style name), replacing one with
+//     the same name, and stamp Updated from its clock (Created kept);
+//   - fail GetSecret and DeleteSecret with ErrNotFound for an unknown name;
+//   - return ListSecrets sorted by name;
+//   - make ReplaceSecrets one atomic write: every secret of the argument
+//     is stored (re-sealed by key rotation) or none is, and it fails with
+//     ErrStale, writing nothing, when any of them changed (Updated differs)
+//     since it was read;
+//   - never put a secret's Sealed bytes in an error message.
+type SecretStore interface {
+	PutSecret(ctx context.Context, s Secret) error
+	GetSecret(ctx context.Context, name string) (*Secret, error)
+	ListSecrets(ctx context.Context) ([]Secret, error)
+	DeleteSecret(ctx context.Context, name string) error
+	ReplaceSecrets(ctx context.Context, sealed []Secret) error
+}
+
 // Store is everything ingot persists: every contract above, and Close.
 // Close releases the backend; it MUST be safe to call twice, and every
 // other method MUST fail with ErrClosed after it.

@@ -24,6 +24,7 @@ func migrations() []migration {
 		{"create base buckets", migrateV1},
 		{"add the name index and normalize MACs", migrateV2},
 		{"add revisions to machines and jobs", migrateV3},
+		{"add the sealed secrets bucket", migrateV4},
 	}
 }
 
@@ -220,4 +221,12 @@ func migrateV3(tx *bolt.Tx) error {
 		}
 	}
 	return jobs.SetSequence(last)
+}
+
+// migrateV4 adds the bucket of sealed secrets (pkg/secret).
+func migrateV4(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bSecrets); err != nil {
+		return fmt.Errorf("creating bucket %s: %w", bSecrets, err)
+	}
+	return nil
 }

@@ -215,10 +215,10 @@ func TestMigrateV2ToV3(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The raw file: v3, each machine numbered, the job rewritten in place.
+	// The raw file: current, each machine numbered, the job rewritten in place.
 	raw := readRaw(t, path)
-	if v := raw["meta"]["schema"]; v != version(3) {
-		t.Errorf("schema after migration = %x, want 3", v)
+	if v := raw["meta"]["schema"]; v != version(uint64(store.SchemaVersion())) {
+		t.Errorf("schema after migration = %x, want %d", v, store.SchemaVersion())
 	}
 	wantRevs := map[string]string{"m-0000000001": version(1), "m-0000000002": version(2)}
 	if diff := cmp.Diff(wantRevs, raw["machine_rev"]); diff != "" {

@@ -174,3 +174,40 @@ type Image struct {
 type Version struct {
 	Version string `json:"version"`
 }
+
+// Secret describes a secret ingot keeps sealed (GET /api/v1/secrets): never
+// its value.
+type Secret struct {
+	Name    string    `json:"name"`
+	KeyID   string    `json:"key_id"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	UsedBy  []string  `json:"used_by"`
+}
+
+// SecretRequest is PUT /api/v1/secrets/{name}.
+type SecretRequest struct {
+	Value string `json:"value"`
+}
+
+// KeyRotation answers POST /api/v1/secrets/rotate-key.
+type KeyRotation struct {
+	KeyID    string `json:"key_id"`
+	Resealed int    `json:"resealed"`
+}
+
+// BMCRotateRequest is POST /api/v1/bmc/rotate: the named machines, or
+// every machine of Recipe, or All (each with a secret: credential).
+type BMCRotateRequest struct {
+	Machines []string `json:"machines,omitempty"`
+	Recipe   string   `json:"recipe,omitempty"`
+	All      bool     `json:"all,omitempty"`
+}
+
+// BMCRotation is one machine's outcome.
+type BMCRotation struct {
+	Machine string `json:"machine"`
+	Secret  string `json:"secret,omitempty"`
+	OK      bool   `json:"ok"`
+	Message string `json:"message"`
+}

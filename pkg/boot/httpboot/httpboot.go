@@ -51,14 +51,19 @@ type Discovery struct {
 type Config struct {
 	// ServerURL is how machines reach this server, e.g. http://10.77.0.1:8080.
 	ServerURL string
-	Machines  Machines
-	Recipes   RecipeFunc
-	Tokens    TokenIssuer
-	Artifacts *artifact.Store
-	BootFiles *bootfiles.Dirs // nil: no /boot/ route
-	Unknown   string          // UnknownDiscover (default) or UnknownIgnore
-	Discovery Discovery
-	Logger    *slog.Logger
+	// APIURL is how agents reach the API when it has its own TLS listener
+	// (ingot.api=), and CAFingerprint the certificate they pin there
+	// (ingot.ca=, see pkg/tlsca). Empty: the API is at ServerURL.
+	APIURL        string
+	CAFingerprint string
+	Machines      Machines
+	Recipes       RecipeFunc
+	Tokens        TokenIssuer
+	Artifacts     *artifact.Store
+	BootFiles     *bootfiles.Dirs // nil: no /boot/ route
+	Unknown       string          // UnknownDiscover (default) or UnknownIgnore
+	Discovery     Discovery
+	Logger        *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
@@ -78,6 +83,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("httpboot: server URL %q: expected http://IP:PORT that machines can reach", cfg.ServerURL)
 	}
 	cfg.ServerURL = strings.TrimSuffix(cfg.ServerURL, "/")
+	cfg.APIURL = strings.TrimSuffix(cfg.APIURL, "/")
+	if cfg.APIURL != "" && (!strings.HasPrefix(cfg.APIURL, "https://") || cfg.CAFingerprint == "") {
+		return nil, fmt.Errorf("httpboot: API URL %q: expected https://HOST:PORT with the CA fingerprint agents pin", cfg.APIURL)
+	}
 	if cfg.Machines == nil || cfg.Recipes == nil || cfg.Tokens == nil || cfg.Artifacts == nil {
 		return nil, errors.New("httpboot: Machines, Recipes, Tokens and Artifacts are required")
 	}
@@ -198,7 +207,7 @@ func (h *Handler) agentBoot(ctx context.Context, m *machine.Machine, mac string,
 		Comment:   fmt.Sprintf("machine %s (%s) is %s: agent for recipe %s %s", m.Name, m.ID, m.State, rc.Name, rc.Version),
 		KernelURL: kernel,
 		InitrdURL: initrd,
-		Cmdline: joinArgs("ingot.server="+h.cfg.ServerURL, "ingot.token="+tok, "ingot.machine="+m.ID,
+		Cmdline: joinArgs("ingot.server="+h.cfg.ServerURL, h.apiArgs(), "ingot.token="+tok, "ingot.machine="+m.ID,
 			rc.OS.Agent.Cmdline),
 	}, nil
 }
@@ -220,7 +229,7 @@ func (h *Handler) discoveryBoot(m *machine.Machine, mac string) (AgentBoot, erro
 		Comment:   comment,
 		KernelURL: kernel,
 		InitrdURL: initrd,
-		Cmdline:   joinArgs("ingot.server="+h.cfg.ServerURL, "ingot.mode=discovery", "ingot.mac="+mac, h.cfg.Discovery.Cmdline),
+		Cmdline:   joinArgs("ingot.server="+h.cfg.ServerURL, h.apiArgs(), "ingot.mode=discovery", "ingot.mac="+mac, h.cfg.Discovery.Cmdline),
 	}, nil
 }
 
@@ -255,6 +264,15 @@ func remoteAddr(r *http.Request) (netip.Addr, error) {
 		return netip.Addr{}, err
 	}
 	return ap.Addr().Unmap(), nil
+}
+
+// apiArgs tells the agent where the TLS API is and which certificate to
+// pin there; "" when the API shares the boot listener.
+func (h *Handler) apiArgs() string {
+	if h.cfg.APIURL == "" {
+		return ""
+	}
+	return joinArgs("ingot.api="+h.cfg.APIURL, "ingot.ca="+h.cfg.CAFingerprint)
 }
 
 func joinArgs(args ...string) string {

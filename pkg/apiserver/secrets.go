@@ -1,0 +1,82 @@
+package apiserver
+
+import (
+	"net/http"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+)
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, _ principal) error {
+	infos, err := s.fleet.Secrets(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]wire.Secret, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, wire.Secret{Name: in.Name, KeyID: in.KeyID, Created: in.Created, Updated: in.Updated, UsedBy: in.UsedBy})
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
+
+func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req wire.SecretRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := s.fleet.SetSecret(r.Context(), r.PathValue("name"), []byte(req.Value), actor(p)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, p principal) error {
+	if err := s.fleet.DeleteSecret(r.Context(), r.PathValue("name"), actor(p)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) postRotateKey(w http.ResponseWriter, r *http.Request, p principal) error {
+	id, n, err := s.fleet.RotateSecretKey(r.Context(), actor(p))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, 200, wire.KeyRotation{KeyID: id, Resealed: n})
+	return nil
+}
+
+// postBMCRotate rotates BMC passwords one machine after another and
+// answers each machine's outcome: for several, 200 with each outcome (the
+// body says which failed); for one named machine its refusal or failure is
+// the status.
+func (s *Server) postBMCRotate(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req wire.BMCRotateRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	ids := req.Machines
+	if len(ids) == 0 {
+		var err error
+		if ids, err = s.fleet.RotationTargets(r.Context(), req.Recipe, req.All); err != nil {
+			return err
+		}
+	}
+	if len(req.Machines) == 1 {
+		// One named machine: its refusal or failure is the answer's status.
+		rot, err := s.fleet.RotateBMC(r.Context(), ids[0], actor(p))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, 200, []wire.BMCRotation{wire.BMCRotation(rot)})
+		return nil
+	}
+	out := []wire.BMCRotation{}
+	for _, rot := range s.fleet.RotateBMCs(r.Context(), ids, actor(p)) {
+		out = append(out, wire.BMCRotation(rot))
+	}
+	writeJSON(w, 200, out)
+	return nil
+}

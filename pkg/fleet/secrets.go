@@ -1,0 +1,211 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/secret"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// ErrNoSecrets: the server was started without a secret store or key file.
+var ErrNoSecrets = errors.New("this server keeps no secrets")
+
+// maxSecretSize bounds one secret's value: credentials, not files.
+const maxSecretSize = 8 << 10
+
+// SecretInfo is what the API tells about a secret: never its value.
+type SecretInfo struct {
+	Name    string    `json:"name"`
+	KeyID   string    `json:"key_id"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// UsedBy lists the machines whose BMC credential is secret:Name.
+	UsedBy []string `json:"used_by"`
+}
+
+// secrets is the sealed-secret part of the Service: the store's secrets
+// and the key file they are sealed with; rotation of the key holds mu.
+type secrets struct {
+	store store.SecretStore
+	keys  *secret.Keyring
+	mu    sync.RWMutex
+}
+
+func (s *Service) secretsReady() error {
+	if s.sec == nil {
+		return fmt.Errorf("%w: start serve with a secret key file (--secret-key-file)", ErrNoSecrets)
+	}
+	return nil
+}
+
+// SetSecret seals value under name (creating or replacing it).
+func (s *Service) SetSecret(ctx context.Context, name string, value []byte, actor string) error {
+	if err := s.secretsReady(); err != nil {
+		return err
+	}
+	if err := CheckName(name); err != nil {
+		return fmt.Errorf("secret name: %w", err)
+	}
+	if len(value) == 0 || len(value) > maxSecretSize {
+		return invalid("secret %s: value of %d bytes; expected 1 to %d", name, len(value), maxSecretSize)
+	}
+	s.sec.mu.RLock()
+	defer s.sec.mu.RUnlock()
+	id, sealed, err := s.sec.keys.Seal(name, value)
+	if err != nil {
+		return fmt.Errorf("sealing secret %s: %w", name, err)
+	}
+	if err := s.sec.store.PutSecret(ctx, store.Secret{Name: name, KeyID: id, Sealed: sealed}); err != nil {
+		return err
+	}
+	s.log.Info("secret set", "secret", name, "key", id, "actor", actor)
+	return nil
+}
+
+// OpenSecret returns the value of the secret name (for the server's own
+// use: BMC credentials; the API never returns one).
+func (s *Service) OpenSecret(ctx context.Context, name string) ([]byte, error) {
+	if err := s.secretsReady(); err != nil {
+		return nil, err
+	}
+	s.sec.mu.RLock()
+	defer s.sec.mu.RUnlock()
+	rec, err := s.sec.store.GetSecret(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.sec.keys.Open(name, rec.KeyID, rec.Sealed)
+}
+
+// Secrets lists every secret with the machines that use it.
+func (s *Service) Secrets(ctx context.Context) ([]SecretInfo, error) {
+	if err := s.secretsReady(); err != nil {
+		return nil, err
+	}
+	recs, err := s.sec.store.ListSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	users, err := s.secretUsers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SecretInfo, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, SecretInfo{Name: r.Name, KeyID: r.KeyID, Created: r.Created, Updated: r.Updated, UsedBy: nonNil(users[r.Name])})
+	}
+	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteSecret removes a secret no machine uses; one in use is refused
+// with the machines named.
+func (s *Service) DeleteSecret(ctx context.Context, name, actor string) error {
+	if err := s.secretsReady(); err != nil {
+		return err
+	}
+	users, err := s.secretUsers(ctx)
+	if err != nil {
+		return err
+	}
+	if u := users[name]; len(u) > 0 {
+		return fmt.Errorf("deleting secret %s: %w: the BMC credential of %s; enrol them with another reference first", name, store.ErrConflict, strings.Join(u, ", "))
+	}
+	if err := s.sec.store.DeleteSecret(ctx, name); err != nil {
+		return err
+	}
+	s.log.Info("secret deleted", "secret", name, "actor", actor)
+	return nil
+}
+
+// RotateSecretKey seals every secret again under a fresh key and then
+// drops the old key from the key file. A crash at any step leaves every
+// secret openable: the new key is written to the file before anything is
+// sealed with it, all secrets are re-sealed in one store write, and the
+// old key is dropped only after that write.
+func (s *Service) RotateSecretKey(ctx context.Context, actor string) (keyID string, resealed int, err error) {
+	if err := s.secretsReady(); err != nil {
+		return "", 0, err
+	}
+	s.sec.mu.Lock()
+	defer s.sec.mu.Unlock()
+	recs, err := s.sec.store.ListSecrets(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := s.sec.keys.BeginRotation(); err != nil {
+		return "", 0, err
+	}
+	for i, r := range recs {
+		v, err := s.sec.keys.Open(r.Name, r.KeyID, r.Sealed)
+		if err != nil {
+			return "", 0, fmt.Errorf("rotating the secret key: %w (nothing was re-sealed; the key file keeps every key)", err)
+		}
+		if recs[i].KeyID, recs[i].Sealed, err = s.sec.keys.Seal(r.Name, v); err != nil {
+			return "", 0, err
+		}
+	}
+	if len(recs) > 0 {
+		if err := s.sec.store.ReplaceSecrets(ctx, recs); err != nil {
+			return "", 0, fmt.Errorf("rotating the secret key: %w (nothing was re-sealed; the key file keeps every key)", err)
+		}
+	}
+	if err := s.sec.keys.FinishRotation(); err != nil {
+		return "", 0, fmt.Errorf("rotating the secret key: every secret is sealed with key %s, but dropping the old keys failed: %w", s.sec.keys.Current(), err)
+	}
+	s.log.Info("secret key rotated", "key", s.sec.keys.Current(), "resealed", len(recs), "actor", actor)
+	return s.sec.keys.Current(), len(recs), nil
+}
+
+// KeyID is the ID of the key secrets are sealed with now ("" without
+// secrets): what a backup of the store needs beside it.
+func (s *Service) KeyID() string {
+	if s.sec == nil {
+		return ""
+	}
+	s.sec.mu.RLock()
+	defer s.sec.mu.RUnlock()
+	return s.sec.keys.Current()
+}
+
+// secretUsers maps a secret's name to the machines referencing it.
+func (s *Service) secretUsers(ctx context.Context) (map[string][]string, error) {
+	ms, err := s.store.ListMachines(ctx, store.MachineFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("listing machines: %w", err)
+	}
+	out := map[string][]string{}
+	for _, m := range ms {
+		if name, ok := strings.CutPrefix(m.BMC.CredentialRef, "secret:"); ok {
+			out[name] = append(out[name], m.Name)
+		}
+	}
+	return out, nil
+}
+
+// Credentials is the server's credential policy with this service's
+// secrets behind secret: references: what the engine dials BMCs with.
+func (s *Service) Credentials() credential.Policy {
+	p := s.creds
+	if s.sec != nil {
+		p.Secrets = func(name string) (string, error) {
+			v, err := s.OpenSecret(context.Background(), name)
+			return string(v), err
+		}
+	}
+	return p
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
