@@ -68,6 +68,7 @@ type Client struct {
 	api    *gofish.APIClient
 	basic  bool   // authenticated with HTTP basic (the BMC offered no sessions)
 	sysURI string // the System power/boot/BIOS act on, once found
+	stale  error  // why no password is known to work any more (api is nil): nothing is sent
 }
 
 func (cfg *Config) defaults() {
@@ -144,7 +145,9 @@ func newHTTPClient(cfg Config) (*http.Client, *limiter, error) {
 		IdleConnTimeout:     time.Minute,
 		ForceAttemptHTTP2:   true,
 	}
-	lim := &limiter{next: base, sem: make(chan struct{}, cfg.MaxInFlight), readTimeout: cfg.ReadTimeout, endpoint: cfg.Endpoint}
+	fresh := base.Clone()
+	fresh.DisableKeepAlives = true
+	lim := &limiter{next: base, fresh: fresh, sem: make(chan struct{}, cfg.MaxInFlight), readTimeout: cfg.ReadTimeout, endpoint: cfg.Endpoint}
 	rc := &retryablehttp.Client{
 		HTTPClient:   &http.Client{Transport: lim},
 		Logger:       nil,
@@ -204,7 +207,7 @@ func (c *Client) connect(ctx context.Context, user, password string) (*gofish.AP
 		c.logout(api)
 	}
 	sessErr := wrapErr(c.cfg.Endpoint, "dial: reading the service root and creating a session", err)
-	if err != nil && (IsKind(sessErr, KindTimeout) || IsKind(sessErr, KindUnreachable) || IsKind(sessErr, KindCanceled)) {
+	if err != nil && !basicFallback(sessErr) {
 		return nil, false, sessErr
 	}
 	// Fallback for BMCs without a usable SessionService: HTTP basic auth.
@@ -219,6 +222,23 @@ func (c *Client) connect(ctx context.Context, user, password string) (*gofish.AP
 		return nil, false, wrapErr(c.cfg.Endpoint, "dial: basic auth after the session login failed", berr)
 	}
 	return api, true, nil
+}
+
+// basicFallback reports whether a failed session login may be followed by
+// HTTP basic auth: only when the BMC turned the session service down (404,
+// 405, 501, 400, 500 ...), never when it judged the credentials (401/403:
+// the same password sent again would cost a second failed login towards
+// the account lockout) nor when it is unreachable, busy or slow.
+func basicFallback(err error) bool {
+	var be *Error
+	if !errors.As(err, &be) {
+		return true
+	}
+	switch be.Kind {
+	case KindAuth, KindBusy, KindTimeout, KindUnreachable, KindCanceled:
+		return false
+	}
+	return true
 }
 
 // verify makes one authenticated request: the Systems collection.
@@ -285,9 +305,12 @@ func (c *Client) Stats() Stats {
 // object fetched through it) makes is canceled with ctx.
 func (c *Client) gf(ctx context.Context) (*gofish.APIClient, error) {
 	c.mu.Lock()
-	api := c.api
+	api, stale := c.api, c.stale
 	c.mu.Unlock()
 	if api == nil {
+		if stale != nil {
+			return nil, stale
+		}
 		return nil, &Error{Kind: KindOther, Endpoint: c.cfg.Endpoint, Err: errors.New("client is closed")}
 	}
 	return api.WithContext(ctx), nil

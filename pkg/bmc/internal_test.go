@@ -195,6 +195,7 @@ func TestRetryPolicyAndBackoff(t *testing.T) {
 		"500":          {resp(500), nil, true},
 		"501":          {resp(501), nil, false},
 		"404":          {resp(404), nil, false},
+		"401":          {resp(401), nil, false},
 		"200":          {resp(200), nil, false},
 		"refused":      {nil, syscall.ECONNREFUSED, true},
 		"read timeout": {nil, &Error{Kind: KindTimeout}, false},
@@ -218,6 +219,24 @@ func TestRetryPolicyAndBackoff(t *testing.T) {
 			t.Errorf("%s: retry = %v, want %v", name, got, tc.want)
 		}
 	}
+	// A password on trial is sent once: only a connection that never
+	// reached the BMC is tried again.
+	once := context.WithValue(ctx, onceKey{}, true)
+	for name, tc := range map[string]struct {
+		resp *http.Response
+		err  error
+		want bool
+	}{
+		"on trial 503":     {resp(503), nil, false},
+		"on trial 500":     {resp(500), nil, false},
+		"on trial 401":     {resp(401), nil, false},
+		"on trial refused": {nil, syscall.ECONNREFUSED, true},
+		"on trial reset":   {nil, syscall.ECONNRESET, false},
+	} {
+		if got, _ := retryPolicy(once, tc.resp, tc.err); got != tc.want {
+			t.Errorf("%s: retry = %v, want %v", name, got, tc.want)
+		}
+	}
 	b := backoff(time.Second)
 	if got := []time.Duration{b(0, 0, 0, nil), b(0, 0, 1, nil), b(0, 0, 2, nil), b(0, 0, 7, nil)}; !cmp.Equal(got,
 		[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second}) {
@@ -227,6 +246,43 @@ func TestRetryPolicyAndBackoff(t *testing.T) {
 	r.Header.Set("Retry-After", "120")
 	if got := b(0, 0, 0, r); got != 4*time.Second {
 		t.Errorf("Retry-After 120 gave %v, want the 4 s cap", got)
+	}
+}
+
+// Basic auth follows a failed session login only where the BMC turned the
+// session service down, never after it judged the password.
+func TestBasicFallback(t *testing.T) {
+	for kind, want := range map[Kind]bool{
+		KindAuth: false, KindBusy: false, KindTimeout: false, KindUnreachable: false, KindCanceled: false,
+		KindNotFound: true, KindUnsupported: true, KindInvalid: true, KindServer: true, KindBadResponse: true, KindOther: true,
+	} {
+		if got := basicFallback(&Error{Kind: kind}); got != want {
+			t.Errorf("%v: fallback %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// Only requests that send a password are marked on trial.
+func TestCarriesPassword(t *testing.T) {
+	for name, tc := range map[string]struct {
+		method, path string
+		basic        bool
+		want         bool
+	}{
+		"session login":       {http.MethodPost, "/redfish/v1/SessionService/Sessions", false, true},
+		"session login slash": {http.MethodPost, "/redfish/v1/SessionService/Sessions/", false, true},
+		"basic GET":           {http.MethodGet, "/redfish/v1/Systems", true, true},
+		"token GET":           {http.MethodGet, "/redfish/v1/Systems", false, false},
+		"logout":              {http.MethodDelete, "/redfish/v1/SessionService/Sessions/1", false, false},
+		"service root":        {http.MethodGet, "/redfish/v1/", false, false},
+	} {
+		req, _ := http.NewRequest(tc.method, "https://bmc1"+tc.path, nil)
+		if tc.basic {
+			req.SetBasicAuth("u", "p")
+		}
+		if got := carriesPassword(req); got != tc.want {
+			t.Errorf("%s: carriesPassword = %v, want %v", name, got, tc.want)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ const maxBody = 64 << 20
 // own read deadline and reads the whole body before the deadline ends.
 type limiter struct {
 	next        http.RoundTripper
+	fresh       http.RoundTripper // for requests sent once (onceKey): a new connection each, so net/http never replays one
 	sem         chan struct{}
 	readTimeout time.Duration
 	endpoint    string
@@ -52,7 +54,11 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	ctx, cancel := context.WithTimeout(req.Context(), l.readTimeout)
 	defer cancel()
-	resp, err := l.next.RoundTrip(req.WithContext(ctx))
+	next := l.next
+	if once, _ := req.Context().Value(onceKey{}).(bool); once && l.fresh != nil {
+		next = l.fresh
+	}
+	resp, err := next.RoundTrip(req.WithContext(ctx))
 	if err == nil {
 		var body []byte
 		body, err = io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -73,17 +79,38 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // checker is the outermost http.RoundTripper: a GET answered 200 with an
 // empty body or a Redfish error body (some captured BMCs do this) becomes a
-// *Error of kind KindBadResponse carrying the body's messages.
+// *Error of kind KindBadResponse carrying the body's messages. It also keeps
+// the client from burning account-lockout attempts: basic credentials the
+// BMC refused (401) are never sent again by this client, and a request that
+// carries a password on trial (see trialKey) is sent once.
 type checker struct {
 	next     http.RoundTripper
 	endpoint string
+
+	mu      sync.Mutex
+	refused map[string]bool // Authorization headers answered 401
 }
 
 func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodPost && strings.Contains(req.URL.Path, "/Actions/") {
 		req = req.WithContext(context.WithValue(req.Context(), postKey{}, true))
 	}
+	if trial, _ := req.Context().Value(trialKey{}).(bool); trial && carriesPassword(req) {
+		req = req.WithContext(context.WithValue(req.Context(), onceKey{}, true))
+	}
+	basic := req.Header.Get("Authorization")
+	if basic != "" && c.wasRefused(basic) {
+		return refusedBefore(req), nil
+	}
 	resp, err := c.next.RoundTrip(req)
+	if err == nil && basic != "" && resp.StatusCode == http.StatusUnauthorized {
+		c.mu.Lock()
+		if c.refused == nil {
+			c.refused = map[string]bool{}
+		}
+		c.refused[basic] = true
+		c.mu.Unlock()
+	}
 	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
@@ -106,19 +133,66 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+func (c *checker) wasRefused(auth string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused[auth]
+}
+
+// refusedBefore answers, without sending it, a request whose basic
+// credentials the BMC already refused: sent again, each request of an
+// operation's fan-out would count as one more failed login towards the
+// account lockout. Dial again (with the right password) to try again.
+func refusedBefore(req *http.Request) *http.Response {
+	body := `{"error":{"code":"Base.1.0.NoValidSession","message":"not sent: the BMC refused these basic credentials (HTTP 401) earlier; ` +
+		`ingot does not send them again, so that they cost no more failed logins towards the account lockout"}}`
+	return &http.Response{
+		Status: "401 Unauthorized", StatusCode: http.StatusUnauthorized, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
+
+// carriesPassword reports whether req sends a password: a session login or
+// basic credentials.
+func carriesPassword(req *http.Request) bool {
+	return req.Header.Get("Authorization") != "" ||
+		req.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(req.URL.Path, "/"), "/SessionService/Sessions")
+}
+
+// trialKey marks a context whose requests carry a password not yet known to
+// work (RotatePassword proving a new one): each try of a wrong password
+// counts towards the BMC's account lockout, so the checker marks those
+// requests with onceKey.
+type trialKey struct{}
+
+// onceKey marks a request that carries a password on trial: it is sent
+// once, never retried (only a refused connection, which never reached the
+// BMC, is tried again).
+type onceKey struct{}
+
 // postKey marks an action POST (Reset, InsertMedia ...) in the request
 // context: it must not run twice. (A session login is retried: a duplicate
 // session expires on the BMC, a failed login fails the whole command.)
 type postKey struct{}
 
 // retryPolicy retries connection errors, 5xx (but 501), 409 and 429. It never
-// retries a read timeout (a hung BMC stays hung; the caller hears about it
-// within one read timeout), a certificate that does not verify, a canceled
-// context, nor an action whose connection failed after it may have been sent
-// (only a refused connection is retried: a reset run twice restarts twice).
+// retries a 401 (each try of a wrong password counts towards the BMC's
+// account lockout), a request carrying a password on trial (onceKey) but
+// for a refused connection, a read timeout (a hung BMC stays hung; the
+// caller hears about it within one read timeout), a certificate that does
+// not verify, a canceled context, nor an action whose connection failed
+// after it may have been sent (only a refused connection is retried: a
+// reset run twice restarts twice).
 func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
+	}
+	if once, _ := ctx.Value(onceKey{}).(bool); once {
+		if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+			return true, nil
+		}
+		return false, err
 	}
 	if err != nil {
 		var be *Error

@@ -18,8 +18,10 @@ type session struct {
 }
 
 // authorize accepts an X-Auth-Token of an open session or basic credentials
-// of an account with a password; otherwise it answers 401 and returns false.
-// A BMC without Config.Username accepts everything.
+// of an account with a password that is not locked out; otherwise it answers
+// 401 and returns false. Basic credentials are a login each: they count
+// towards the account lockout (see Lockout). A BMC without Config.Username
+// accepts everything.
 func (b *BMC) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if b.cfg.Username == "" {
 		return true
@@ -29,7 +31,7 @@ func (b *BMC) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if tok := r.Header.Get("X-Auth-Token"); tok != "" {
 		ok = b.useSession(tok)
 	} else if u, p, has := r.BasicAuth(); has {
-		ok = b.checkPassword(u, p)
+		ok = b.checkLogin(u, p)
 	}
 	b.mu.Unlock()
 	if !ok {
@@ -83,7 +85,7 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cfg.Username != "" && !b.checkPassword(user, pass) {
+	if b.cfg.Username != "" && !b.checkLogin(user, pass) {
 		writeError(w, http.StatusUnauthorized, msgUnauthorized())
 		return
 	}
@@ -178,9 +180,10 @@ func (b *BMC) linkAccount(user string) {
 }
 
 // patchAccount changes an account: Password (the new one works at once and
-// the old one stops working; open sessions stay open, as on most BMCs),
-// UserName, Enabled, RoleId, Locked and the other writable ManagerAccount
-// properties.
+// the old one stops working; open sessions stay open, as on most BMCs; the
+// run of failed logins is kept), UserName, Enabled, RoleId, Locked (false
+// only: an administrator ends a lockout; only the service locks) and the
+// other writable ManagerAccount properties.
 func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 	for k, v := range body {
 		switch k {
@@ -192,6 +195,9 @@ func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 			if _, ok := v.(bool); !ok {
 				return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(v), k))
 			}
+			if k == "Locked" && v == true {
+				return http.StatusBadRequest, ptr(msgValueNotInList("true", k, []string{"false"}))
+			}
 		case "AccountExpiration", "AccountTypes", "EmailAddress", "OEMAccountTypes", "PasswordExpiration",
 			"PhoneNumber", "StrictAccountTypes", "OneTimePasscodeDeliveryAddress":
 			// Writable in ManagerAccount; stored as given.
@@ -202,13 +208,25 @@ func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 			return http.StatusBadRequest, ptr(msgPropertyNotWritable(k))
 		}
 	}
+	if np, ok := body["Password"].(string); ok {
+		if m := b.checkPasswordLength(np); m != nil {
+			return http.StatusBadRequest, m
+		}
+	}
 	doc, _ := b.mutable(p)
 	old, _ := doc["UserName"].(string)
+	if body["Locked"] == false {
+		b.unlock(old)
+	}
 	pass, hadPass := b.creds[old]
 	if u, ok := body["UserName"].(string); ok && u != old {
 		delete(b.creds, old)
 		if hadPass {
 			b.creds[u] = pass
+		}
+		if f, ok := b.fails[old]; ok {
+			delete(b.fails, old)
+			b.fails[u] = f
 		}
 		doc["UserName"] = u
 		old = u
@@ -221,7 +239,7 @@ func (b *BMC) patchAccount(p string, body map[string]any) (int, *message) {
 			doc[k] = v
 		}
 	}
-	if doc["Enabled"] == false || doc["Locked"] == true {
+	if doc["Enabled"] == false {
 		delete(b.creds, old)
 	}
 	b.touch(p)

@@ -34,6 +34,8 @@ func FuzzRequest(f *testing.F) {
 		{2, sys + "/Bios/Settings", `{"Attributes":{"ProcTurboMode":"Disabled","ProcCoreDisable":3}}`},
 		{2, sys + "/Bios/Settings", `null`},
 		{2, "/redfish/v1/AccountService/Accounts/1", `{"Password":"x","Enabled":false}`},
+		{2, "/redfish/v1/AccountService/Accounts/1", `{"Locked":false,"UserName":"root"}`},
+		{2, "/redfish/v1/AccountService", `{"AccountLockoutThreshold":1,"AccountLockoutDuration":30,"AccountLockoutCounterResetEnabled":false}`},
 		{2, "/redfish/v1/Managers/BMC/VirtualMedia/CD1", `{"Image":null,"Inserted":false}`},
 		{3, sessionsPath + "/1", ""},
 		{0, "/redfish/v1/../../etc/passwd", ""},

@@ -167,3 +167,15 @@ func (r *recorder) WriteHeader(code int) {
 }
 
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func msgOutOfRange(value, prop string) message {
+	return message{"Base.1.0.PropertyValueOutOfRange", fmt.Sprintf("The value %s for the property %s is not in the supported range of acceptable values.", value, prop),
+		[]string{value, prop}, "Warning", "Correct the value for the property in the request body and resubmit the request if the operation failed."}
+}
+
+// msgPasswordFormat refuses a new password without echoing it.
+func msgPasswordFormat(rule string) message {
+	return message{"Base.1.0.PropertyValueFormatError",
+		fmt.Sprintf("The value for the property Password is of a different format than the property can accept: the AccountService requires %s.", rule),
+		[]string{"(hidden)", "Password"}, "Warning", "Choose a password the AccountService's MinPasswordLength and MaxPasswordLength allow and resubmit the request."}
+}

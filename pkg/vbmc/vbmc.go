@@ -39,7 +39,16 @@ type Config struct {
 	// SessionTimeout ends sessions idle this long (the next request with
 	// the token gets 401, as on real BMCs); 0 keeps them until deleted.
 	SessionTimeout time.Duration
-	// Now is the clock for session timeouts (default time.Now).
+	// Lockout locks an account after failed logins (see Lockout); the zero
+	// value never locks.
+	Lockout Lockout
+	// EnforcePasswordLength refuses a PATCHed Password outside the
+	// AccountService's MinPasswordLength..MaxPasswordLength (400
+	// PropertyValueFormatError), as real BMCs do. Off by default: captured
+	// mockups' limits would refuse the short passwords tests use.
+	EnforcePasswordLength bool
+	// Now is the clock for session timeouts and account lockout (default
+	// time.Now).
 	Now func() time.Time
 	// StuckBIOS names BIOS attributes that "refuse to stick": their pending
 	// values are dropped at the reset instead of applied, as on BMCs that
@@ -87,12 +96,15 @@ type BMC struct {
 	creds    map[string]string         // user name -> password
 	sessions map[string]*session       // X-Auth-Token -> session
 	nextSess int
+	policy   lockoutPolicy             // account lockout in force
+	fails    map[string]*failures      // user name -> failed logins in a row
 	pending  map[string]map[string]any // BIOS resource path -> pending attributes
 	powered  string                    // System the Backend drives ("" = none)
 
-	requests    atomic.Int64
-	inFlight    atomic.Int64
-	maxInFlight atomic.Int64
+	requests     atomic.Int64
+	inFlight     atomic.Int64
+	maxInFlight  atomic.Int64
+	failedLogins atomic.Int64
 }
 
 // New loads cfg.Root and returns a BMC serving it.
@@ -107,6 +119,9 @@ func New(cfg Config) (*BMC, error) {
 // newBMC makes a BMC over an already loaded (shared, read-only) tree.
 func newBMC(cfg Config, t *tree) (*BMC, error) {
 	if err := cfg.Faults.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Lockout.check(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -124,6 +139,7 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 		creds:    map[string]string{},
 		sessions: map[string]*session{},
 		pending:  map[string]map[string]any{},
+		fails:    map[string]*failures{},
 	}
 	if b.cfg.Now == nil {
 		b.cfg.Now = time.Now
@@ -135,6 +151,7 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 		b.creds[cfg.Username] = cfg.Password
 		b.linkAccount(cfg.Username)
 	}
+	b.initLockout()
 	if cfg.Backend != nil {
 		if sys := b.systems(); len(sys) > 0 {
 			b.powered = sys[0]
@@ -166,11 +183,13 @@ type Stats struct {
 	Requests     int64 // requests received, faults included
 	MaxInFlight  int64 // most requests handled at the same time
 	OpenSessions int   // sessions created and not yet deleted
+	FailedLogins int64 // logins refused: session creations and basic credentials (wrong, unknown or locked)
 }
 
 // Stats returns the counters so far.
 func (b *BMC) Stats() Stats {
-	return Stats{Requests: b.requests.Load(), MaxInFlight: b.maxInFlight.Load(), OpenSessions: b.OpenSessions()}
+	return Stats{Requests: b.requests.Load(), MaxInFlight: b.maxInFlight.Load(), OpenSessions: b.OpenSessions(),
+		FailedLogins: b.failedLogins.Load()}
 }
 
 // OpenSessions counts sessions created and not deleted: a client that leaks
@@ -257,6 +276,7 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 
 func (b *BMC) get(w http.ResponseWriter, p string, expand bool) {
 	b.mu.Lock()
+	b.expireLocks()
 	body, etag, ok := b.render(p)
 	if ok && expand {
 		body = b.expandMembers(p, body)
@@ -291,6 +311,7 @@ func (b *BMC) patch(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.expireLocks()
 	doc, ok := b.peek(p)
 	if !ok {
 		writeError(w, http.StatusNotFound, msgMissing(p))
@@ -309,6 +330,8 @@ func (b *BMC) patch(w http.ResponseWriter, r *http.Request, p string) {
 		status, msg = b.patchBios(p, body)
 	case typeIs(doc, "ManagerAccount"):
 		status, msg = b.patchAccount(p, body)
+	case typeIs(doc, "AccountService"):
+		status, msg = b.patchAccountService(p, body)
 	case typeIs(doc, "VirtualMedia"):
 		status, msg = b.patchMedia(p, body)
 	default:
