@@ -197,7 +197,7 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	}
 	recipes, names := cat.Get, cat.Names
 	st := storetest.Open(t)
-	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: os.TempDir()}, nil, slog.New(slog.DiscardHandler))
+	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: os.TempDir()}, nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

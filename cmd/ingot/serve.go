@@ -75,12 +75,13 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	publicLimit := cfg.PublicLimiter() // one budget per address for /ipxe and the by-MAC API routes
 	keys, err := secret.Load(cfg.SecretKeyFile)
 	if err != nil {
 		return err
 	}
 	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo,
-		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, keys, log)
+		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, keys, publicLimit, log)
 	if err != nil {
 		return err
 	}
@@ -90,14 +91,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		log.Info("expired operator tokens removed at start", "count", n)
 	}
 	return serve.Run(ctx, cfg, serve.Deps{
-		Store:     st,
-		Discover:  prov.fleet,
-		Artifacts: arts,
-		Recipes:   recipes,
-		Tokens:    prov.api,
-		Logger:    log,
-		Mount:     []func(*http.ServeMux){prov.mount},
-		Reload:    tlsHup,
+		Store:       st,
+		Discover:    prov.fleet,
+		Artifacts:   arts,
+		Recipes:     recipes,
+		Tokens:      prov.api,
+		Logger:      log,
+		Mount:       []func(*http.ServeMux){prov.mount},
+		Reload:      tlsHup,
+		PublicLimit: publicLimit,
 		Services: []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run),
 			serve.ServiceFunc("bmc-rotation", func(ctx context.Context) error { return prov.fleet.RunRotation(ctx, cfg.BMCRotateEvery) })},
 	})

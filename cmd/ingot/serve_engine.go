@@ -18,6 +18,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/image"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -32,7 +33,7 @@ type provisioning struct {
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
 // each machine's reference, drift from pkg/drift) and the API on top of it.
 func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, keys *secret.Keyring, log *slog.Logger) (*provisioning, error) {
+	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, keys *secret.Keyring, publicLimit *ratelimit.Limiter, log *slog.Logger) (*provisioning, error) {
 	var fl *fleet.Service // made below; the engine's dials resolve secret: references through it
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
 		return dialMachineBMC(ctx, m, fl.Credentials(), log)
@@ -85,7 +86,7 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 		return nil, err
 	}
 	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
-		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version,
+		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version, PublicLimit: publicLimit,
 		Images: func() ([]wire.Image, error) { return listImages(arts) }})
 	if err != nil {
 		return nil, err

@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -53,9 +57,13 @@ type Config struct {
 	ArtifactSize func(sha256 string) (int64, bool)
 	// Auth issues and checks machine credentials (who may speak for a
 	// machine); nil: lease binding over Store.
-	Auth   *agentauth.Auth
-	Logger *slog.Logger
-	Now    func() time.Time
+	Auth *agentauth.Auth
+	// PublicLimit bounds, per client address, the routes anyone may call
+	// without a credential (the by-MAC agent routes, version, the OpenAPI
+	// document): over it they get 429 with Retry-After. nil: no limit.
+	PublicLimit *ratelimit.Limiter
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Server serves the API.
@@ -70,6 +78,7 @@ type Server struct {
 	artifactSize func(string) (int64, bool)
 	baseURL      string
 	auth         *agentauth.Auth
+	publicLimit  *ratelimit.Limiter
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -80,7 +89,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
-		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, log: cfg.Logger, now: cfg.Now}
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -220,6 +229,14 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			limit = defaultBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		if rt.access == public {
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			if ok, wait := s.publicLimit.Allow(host); !ok {
+				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+				writeErr(w, http.StatusTooManyRequests, fmt.Sprintf("%s %s: too many requests from %s without a credential; retry in %s", r.Method, r.URL.Path, host, wait.Round(time.Millisecond)))
+				return
+			}
+		}
 		var p principal
 		if rt.access != public {
 			var err error

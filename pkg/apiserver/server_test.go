@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/storetest"
@@ -49,7 +51,7 @@ type fixture struct {
 	operator string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 	t.Helper()
 	s := storetest.Open(t)
 	rc := &recipe.Recipe{Name: "lab-qemu", Version: "1",
@@ -71,7 +73,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{Store: s, Engine: e, Fleet: fl, Recipes: src, BaseURL: "http://10.77.0.1:8080", Version: "test-1"})
+	cfg := Config{Store: s, Engine: e, Fleet: fl, Recipes: src, BaseURL: "http://10.77.0.1:8080", Version: "test-1"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,6 +305,30 @@ func TestCredentialByMAC(t *testing.T) {
 	}
 	if code, body := f.do(t, "POST", api.PathExchange, x.Token, struct{}{}); code != 200 {
 		t.Errorf("exchanging the asked-for credential: %d %s", code, body)
+	}
+}
+
+// The routes anyone may call without a credential are rate-limited per
+// client address (429 with Retry-After); another address, and every
+// authenticated route, is not held back by it.
+func TestPublicRateLimit(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.PublicLimit = ratelimit.New(1, 3, 0, nil) })
+	var codes []int
+	for range 5 {
+		code, _ := f.do(t, "GET", "/api/v1/version", "", nil)
+		codes = append(codes, code)
+	}
+	if fmt.Sprint(codes) != "[200 200 200 429 429]" {
+		t.Errorf("5 quick version requests: %v, want 3 answered then 429", codes)
+	}
+	if code, body := f.do(t, "POST", api.PathCredential+"?mac=52:54:00:00:00:01", "", struct{}{}); code != 429 || !strings.Contains(string(body), "retry in") {
+		t.Errorf("by-MAC credential over the limit: %d %s", code, body)
+	}
+	if code, _ := f.doFrom(t, intruderAddr, "GET", "/api/v1/version", "", nil); code != 200 {
+		t.Errorf("another address: %d, want 200", code)
+	}
+	if code, _ := f.do(t, "GET", "/api/v1/machines", f.operator, nil); code != 200 {
+		t.Errorf("an operator route from the limited address: %d, want 200", code)
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 )
 
 // Config is every setting of `ingot serve`.
@@ -58,6 +60,10 @@ type Config struct {
 	HTTPWriteTimeout      time.Duration `yaml:"http_write_timeout"`
 	HTTPIdleTimeout       time.Duration `yaml:"http_idle_timeout"`
 	HTTPMaxConnsPerClient int           `yaml:"http_max_conns_per_client"`
+	// PublicRate is how many requests per second one address may make to
+	// the routes that need no credential (/ipxe, the by-MAC agent routes),
+	// in bursts of twice that; 0: unlimited.
+	PublicRate float64 `yaml:"public_rate"`
 
 	RA       bool   `yaml:"ra"`
 	RAPrefix string `yaml:"ra_prefix"`
@@ -109,6 +115,7 @@ func Defaults() Config {
 		HTTPWriteTimeout:      2 * time.Minute,
 		HTTPIdleTimeout:       time.Minute,
 		HTTPMaxConnsPerClient: 32,
+		PublicRate:            20,
 		RA:                    true,
 		DHCP:                  "full",
 		LeaseTime:             time.Hour,
@@ -147,6 +154,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "a request's headers and body must arrive within this")
 	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", c.HTTPWriteTimeout, "an answer must leave within this (downloads get a deadline from their size)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "an idle keep-alive connection closes after this")
+	fs.Float64Var(&c.PublicRate, "public-rate", c.PublicRate, "requests per second one address may make to routes that need no credential (/ipxe, by-MAC agent routes), bursts of twice that; 0: unlimited")
 	fs.IntVar(&c.HTTPMaxConnsPerClient, "http-max-conns-per-client", c.HTTPMaxConnsPerClient, "open HTTP connections one client address may hold; more are closed at once")
 	fs.BoolVar(&c.RA, "ra", c.RA, "answer IPv6 router solicitations on --interface with a ULA prefix, no default route (iPXE otherwise waits ~14 s)")
 	fs.StringVar(&c.RAPrefix, "ra-prefix", c.RAPrefix, "IPv6 /64 advertised by --ra (default fd00:696e:676f:7400::/64)")
@@ -170,6 +178,11 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BMCRotateEvery, "bmc-rotate-every", c.BMCRotateEvery, "rotate each secret: BMC password this often, e.g. 720h (0: only with ingot bmc rotate)")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
+}
+
+// PublicLimiter is the per-address limit of the credential-less routes.
+func (c Config) PublicLimiter() *ratelimit.Limiter {
+	return ratelimit.New(c.PublicRate, int(2*c.PublicRate), 0, nil)
 }
 
 // Binding is the agent binding in force (AgentBinding or its default).
@@ -317,6 +330,9 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if c.PublicRate < 0 {
+		return fmt.Errorf("--public-rate %g: expected requests per second, 0 for no limit", c.PublicRate)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together: give both, or neither for a certificate from ingot's own CA in DATA/tls")

@@ -23,6 +23,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
 	"github.com/ingot-dev/ingot/pkg/boot/tftp"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/tlsca"
 )
@@ -51,6 +52,9 @@ type Deps struct {
 	Ready func(Addrs)
 	// Reload delivers SIGHUP: the API certificate is loaded again.
 	Reload <-chan os.Signal
+	// PublicLimit bounds /ipxe per client address (share it with the API's
+	// credential-less routes); nil: one from cfg.PublicRate.
+	PublicLimit *ratelimit.Limiter
 	// Services are the other long-running parts of the process (the
 	// engine, pollers), run by the same Supervisor as the boot services
 	// once every socket is bound, e.g. serve.ServiceFunc("engine", e.Run).
@@ -100,6 +104,9 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	if d.Tokens == nil {
 		d.Tokens = noTokens{}
+	}
+	if d.PublicLimit == nil {
+		d.PublicLimit = cfg.PublicLimiter()
 	}
 	serverIP, err := resolveServerIP(cfg.Interface, cfg.ServerIP, interfaceIPv4s)
 	if err != nil {

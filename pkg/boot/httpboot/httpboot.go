@@ -18,9 +18,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -28,6 +32,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -56,6 +61,9 @@ type Config struct {
 	// (ingot.ca=, see pkg/tlsca). Empty: the API is at ServerURL.
 	APIURL        string
 	CAFingerprint string
+	// Limit bounds /ipxe per client address (it issues boot credentials
+	// and needs none): over it, 429 with Retry-After. nil: no limit.
+	Limit *ratelimit.Limiter
 	Machines      Machines
 	Recipes       RecipeFunc
 	Tokens        TokenIssuer
@@ -129,6 +137,12 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // serveScript answers /ipxe?mac=&arch=.
 func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if ok, wait := h.cfg.Limit.Allow(host); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		http.Error(w, fmt.Sprintf("ipxe: too many requests from %s; retry in %s", host, wait.Round(time.Millisecond)), http.StatusTooManyRequests)
+		return
+	}
 	q := r.URL.Query()
 	mac, err := machine.NormalizeMAC(q.Get("mac"))
 	if err != nil {
