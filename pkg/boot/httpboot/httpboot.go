@@ -63,15 +63,15 @@ type Config struct {
 	CAFingerprint string
 	// Limit bounds /ipxe per client address (it issues boot credentials
 	// and needs none): over it, 429 with Retry-After. nil: no limit.
-	Limit *ratelimit.Limiter
-	Machines      Machines
-	Recipes       RecipeFunc
-	Tokens        TokenIssuer
-	Artifacts     *artifact.Store
-	BootFiles     *bootfiles.Dirs // nil: no /boot/ route
-	Unknown       string          // UnknownDiscover (default) or UnknownIgnore
-	Discovery     Discovery
-	Logger        *slog.Logger
+	Limit     *ratelimit.Limiter
+	Machines  Machines
+	Recipes   RecipeFunc
+	Tokens    TokenIssuer
+	Artifacts *artifact.Store
+	BootFiles *bootfiles.Dirs // nil: no /boot/ route
+	Unknown   string          // UnknownDiscover (default) or UnknownIgnore
+	Discovery Discovery
+	Logger    *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
