@@ -36,6 +36,9 @@ file while it runs, and admin says so at once instead of waiting.
   check          the file's consistency (every page, every record); exit 1 on damage
   machine ls     machines as the database holds them
   events NODE    a machine's events
+  restore FILE   replace the database with a backup (ingot backup), keeping the
+                 current file as PATH.before-restore-TIME; the backup is checked
+                 first, and a damaged one changes nothing
 
 --db PATH (INGOT_DB), default ` + defaultStorePath + `; -o table|json|yaml.
 `
@@ -57,6 +60,9 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 	}
 	if err := checkOutput(*output); err != nil {
 		return err
+	}
+	if args[0] == "restore" {
+		return adminRestore(e, *db, pos)
 	}
 	st, err := openOffline(*db, args[0] == "token" && len(pos) > 0 && pos[0] == "create")
 	if err != nil {
@@ -100,6 +106,32 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprint(e.stderr, adminUsage)
 	return errUsage
+}
+
+// adminRestore puts a backup in place of the (stopped) server's database.
+func adminRestore(e *env, db string, pos []string) error {
+	if len(pos) != 1 {
+		fmt.Fprint(e.stderr, adminUsage)
+		return errUsage
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return fmt.Errorf("admin restore: %w", err)
+	}
+	defer f.Close()
+	kept, err := store.Restore(db, f, store.Options{Timeout: 200 * time.Millisecond})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("admin restore: database %s is held by a running ingot server: stop it first (a restore replaces the file under it)", db)
+	}
+	if err != nil {
+		return fmt.Errorf("admin restore: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "restored %s from %s", db, pos[0])
+	if kept != "" {
+		fmt.Fprintf(e.stdout, "; the previous file is %s", kept)
+	}
+	fmt.Fprintln(e.stdout, "\nIts sealed secrets open only with the secret key file the backup was taken with (ingot backup printed its ID).")
+	return nil
 }
 
 // openOffline opens the database for admin: a file a server holds is an

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"net/http"
+	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 )
@@ -78,5 +79,31 @@ func (s *Server) postBMCRotate(w http.ResponseWriter, r *http.Request, p princip
 		out = append(out, wire.BMCRotation(rot))
 	}
 	writeJSON(w, 200, out)
+	return nil
+}
+
+// postBackup streams a consistent copy of the store (POST, so read-only
+// tokens cannot take one: it holds token hashes and sealed secrets). The
+// secret key the copy needs is named in a header; it is never sent.
+func (s *Server) postBackup(w http.ResponseWriter, r *http.Request, p principal) error {
+	// A large store takes longer than the server's write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(30 * time.Minute))
+	started := false
+	n, err := s.fleet.Backup(r.Context(), w, func(keyID string) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set(wire.BackupKeyHeader, keyID)
+		w.Header().Set("Content-Disposition", `attachment; filename="ingot-backup.db"`)
+		started = true
+	})
+	if err != nil && started {
+		// Part of the body may be out: the status is sent; end the answer
+		// short so the client sees a truncated copy, never a whole-looking one.
+		s.log.Error("backup failed while sending", "bytes", n, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("backup taken", "bytes", n, "actor", actor(p))
 	return nil
 }

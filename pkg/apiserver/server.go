@@ -180,6 +180,7 @@ func (s *Server) routes() []route {
 		{"DELETE", "/api/v1/secrets/{name}", operator, s.deleteSecret, 0},
 		{"POST", "/api/v1/secrets/rotate-key", operator, s.postRotateKey, smallBody},
 		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
+		{"POST", "/api/v1/backup", operator, s.postBackup, smallBody},
 		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
 		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
 		{"GET", api.PathTask, agent, s.agentTask, 0},

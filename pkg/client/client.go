@@ -192,6 +192,30 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, also 
 
 // doHeader is do with request headers.
 func (c *Client) doHeader(ctx context.Context, method, path string, header http.Header, in, out any, also ...int) (http.Header, error) {
+	resp, err := c.send(ctx, method, path, header, in)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	c.checkVersion(resp.Header.Get(wire.VersionHeader))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: "reading the answer: " + err.Error()}
+	}
+	if resp.StatusCode >= 300 && !slices.Contains(also, resp.StatusCode) {
+		return resp.Header, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: message(data)}
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.Header, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: "decoding the answer: " + err.Error()}
+		}
+	}
+	return resp.Header, nil
+}
+
+// send sends a request (in as JSON, if any) and returns the answer, whose
+// body the caller closes; a request that got no answer is an *Error.
+func (c *Client) send(ctx context.Context, method, path string, header http.Header, in any) (*http.Response, error) {
 	var body []byte
 	if in != nil {
 		var err error
@@ -218,21 +242,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, header http.
 		}
 		return nil, &Error{Server: c.base, Method: method, Path: path, Message: msg}
 	}
-	defer resp.Body.Close()
-	c.checkVersion(resp.Header.Get(wire.VersionHeader))
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: "reading the answer: " + err.Error()}
-	}
-	if resp.StatusCode >= 300 && !slices.Contains(also, resp.StatusCode) {
-		return resp.Header, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: message(data)}
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.Header, &Error{Server: c.base, Method: method, Path: path, Status: resp.StatusCode, Message: "decoding the answer: " + err.Error()}
-		}
-	}
-	return resp.Header, nil
+	return resp, nil
 }
 
 func bytesOrNil(b []byte) any {

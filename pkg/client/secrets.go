@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -40,4 +42,27 @@ func (c *Client) RotateBMC(ctx context.Context, req wire.BMCRotateRequest) ([]wi
 	var out []wire.BMCRotation
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/bmc/rotate", req, &out)
 	return out, err
+}
+
+// Backup streams a consistent copy of the server's database into w and
+// returns the ID of the secret key its sealed secrets need (the key is
+// never in a backup) and the bytes written. A copy cut short is an error.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (string, int64, error) {
+	const path = "/api/v1/backup"
+	resp, err := c.send(ctx, http.MethodPost, path, nil, struct{}{})
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	c.checkVersion(resp.Header.Get(wire.VersionHeader))
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return "", 0, &Error{Server: c.base, Method: http.MethodPost, Path: path, Status: resp.StatusCode, Message: message(data)}
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return "", n, &Error{Server: c.base, Method: http.MethodPost, Path: path, Status: resp.StatusCode,
+			Message: fmt.Sprintf("the copy was cut short after %d bytes: %v", n, err)}
+	}
+	return resp.Header.Get(wire.BackupKeyHeader), n, nil
 }

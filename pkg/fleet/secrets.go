@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -164,16 +165,6 @@ func (s *Service) RotateSecretKey(ctx context.Context, actor string) (keyID stri
 	return s.sec.keys.Current(), len(recs), nil
 }
 
-// KeyID is the ID of the key secrets are sealed with now ("" without
-// secrets): what a backup of the store needs beside it.
-func (s *Service) KeyID() string {
-	if s.sec == nil {
-		return ""
-	}
-	s.sec.mu.RLock()
-	defer s.sec.mu.RUnlock()
-	return s.sec.keys.Current()
-}
 
 // secretUsers maps a secret's name to the machines referencing it.
 func (s *Service) secretUsers(ctx context.Context) (map[string][]string, error) {
@@ -208,4 +199,39 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Backup writes a consistent copy of the store to w while the server runs
+// (pkg/store.Backuper). Before the first byte it calls header with the ID
+// of the secret key the copy's sealed secrets need ("" without secrets):
+// the key itself is never in a backup. Key rotation waits meanwhile.
+func (s *Service) Backup(ctx context.Context, w io.Writer, header func(keyID string)) (int64, error) {
+	b, ok := s.store.(store.Backuper)
+	if !ok {
+		return 0, fmt.Errorf("%w: this store cannot be backed up online", ErrInvalid)
+	}
+	s.lockKey()
+	defer s.unlockKey()
+	header(s.keyIDLocked())
+	return b.Backup(ctx, w)
+}
+// lockKey holds key rotation still (a backup's secrets then match the key
+// ID it reports).
+func (s *Service) lockKey() {
+	if s.sec != nil {
+		s.sec.mu.RLock()
+	}
+}
+
+func (s *Service) unlockKey() {
+	if s.sec != nil {
+		s.sec.mu.RUnlock()
+	}
+}
+
+func (s *Service) keyIDLocked() string {
+	if s.sec == nil {
+		return ""
+	}
+	return s.sec.keys.Current()
 }

@@ -211,3 +211,7 @@ type BMCRotation struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message"`
 }
+
+// BackupKeyHeader names, on a backup's answer (POST /api/v1/backup), the
+// ID of the secret key its sealed secrets need; the key is never in it.
+const BackupKeyHeader = "X-Ingot-Secret-Key"
