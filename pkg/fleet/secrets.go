@@ -165,7 +165,6 @@ func (s *Service) RotateSecretKey(ctx context.Context, actor string) (keyID stri
 	return s.sec.keys.Current(), len(recs), nil
 }
 
-
 // secretUsers maps a secret's name to the machines referencing it.
 func (s *Service) secretUsers(ctx context.Context) (map[string][]string, error) {
 	ms, err := s.store.ListMachines(ctx, store.MachineFilter{})
@@ -215,6 +214,7 @@ func (s *Service) Backup(ctx context.Context, w io.Writer, header func(keyID str
 	header(s.keyIDLocked())
 	return b.Backup(ctx, w)
 }
+
 // lockKey holds key rotation still (a backup's secrets then match the key
 // ID it reports).
 func (s *Service) lockKey() {
