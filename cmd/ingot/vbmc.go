@@ -48,6 +48,7 @@ type vbmcFlags struct {
 	maxInFlight             int
 	maxSessions             int
 	sessionTimeout          time.Duration
+	lockout                 vbmc.Lockout
 	tlsCert, tlsKey         string
 	tlsSelfSigned           bool
 	tlsCertOut              string
@@ -76,6 +77,8 @@ func parseVBMCFlags(e *env, args []string) (*vbmcFlags, error) {
 	fs.StringVar(&f.hang, "hang", "", "comma-separated path `PREFIXES` that never answer (e.g. /redfish/v1/Systems)")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", 0, "end sessions idle this long (`DURATION`); 0: never")
 	fs.IntVar(&f.maxSessions, "max-sessions", 0, "refuse logins beyond `N` open sessions (like BMCs that lock out leaky clients); 0: no limit")
+	fs.IntVar(&f.lockout.Threshold, "lockout-threshold", 0, "lock an account after `N` failed logins in a row (Redfish AccountLockoutThreshold); 0: never")
+	fs.DurationVar(&f.lockout.Duration, "lockout-duration", 5*time.Minute, "how long a locked account stays locked (whole seconds)")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "answer 503 (busy) beyond `N` requests at once per BMC; 0: no limit")
 	fs.StringVar(&f.stuckBIOS, "stuck-bios", "", "comma-separated BIOS `ATTRIBUTES` that refuse to stick at the reset")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate `FILE` (PEM; with --tls-key)")
@@ -193,6 +196,7 @@ func (f *vbmcFlags) config(log *slog.Logger) vbmc.Config {
 		StuckBIOS:      f.stuckBIOSList,
 		MaxSessions:    f.maxSessions,
 		SessionTimeout: f.sessionTimeout,
+		Lockout:        f.lockout,
 		Logger:         log,
 		Seed:           f.seed,
 	}
