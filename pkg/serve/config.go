@@ -73,13 +73,15 @@ type Config struct {
 	LeaseTime time.Duration `yaml:"lease_time"`
 	Unknown   string        `yaml:"unknown"`
 
-	TFTP             bool     `yaml:"tftp"`
-	TFTPPort         int      `yaml:"tftp_port"`
-	TFTPMaxTransfers int      `yaml:"tftp_max_transfers"`
-	TFTPBlockSize    int      `yaml:"tftp_max_blksize"`
-	IPXEDir          string   `yaml:"ipxe_dir"`
-	BootDir          string   `yaml:"boot_dir"`
-	BootLinkTargets  []string `yaml:"boot_link_targets"`
+	TFTP             bool          `yaml:"tftp"`
+	TFTPPort         int           `yaml:"tftp_port"`
+	TFTPMaxTransfers int           `yaml:"tftp_max_transfers"`
+	TFTPMaxPerClient int           `yaml:"tftp_max_per_client"`
+	TFTPFirstACKWait time.Duration `yaml:"tftp_first_ack_wait"`
+	TFTPBlockSize    int           `yaml:"tftp_max_blksize"`
+	IPXEDir          string        `yaml:"ipxe_dir"`
+	BootDir          string        `yaml:"boot_dir"`
+	BootLinkTargets  []string      `yaml:"boot_link_targets"`
 
 	DiscoveryKernel  string `yaml:"discovery_kernel"`
 	DiscoveryInitrd  string `yaml:"discovery_initrd"`
@@ -123,6 +125,8 @@ func Defaults() Config {
 		TFTP:                  true,
 		TFTPPort:              69,
 		TFTPMaxTransfers:      64,
+		TFTPMaxPerClient:      4,
+		TFTPFirstACKWait:      2 * time.Second,
 		TFTPBlockSize:         65464,
 		IPXEDir:               "/usr/lib/ipxe",
 		// Debian's ipxe package links exactly these into /boot; never all of it.
@@ -164,7 +168,9 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Unknown, "unknown", c.Unknown, "unknown machines: discover (boot the discovery agent) or ignore")
 	fs.BoolVar(&c.TFTP, "tftp", c.TFTP, "serve iPXE binaries over TFTP")
 	fs.IntVar(&c.TFTPPort, "tftp-port", c.TFTPPort, "TFTP port")
-	fs.IntVar(&c.TFTPMaxTransfers, "tftp-max-transfers", c.TFTPMaxTransfers, "concurrent TFTP transfers; more get a busy error")
+	fs.IntVar(&c.TFTPMaxTransfers, "tftp-max-transfers", c.TFTPMaxTransfers, "concurrent TFTP transfers; more requests wait unanswered (clients resend) for a free slot")
+	fs.IntVar(&c.TFTPMaxPerClient, "tftp-max-per-client", c.TFTPMaxPerClient, "TFTP transfers, running or waiting, of one client address; more get no answer")
+	fs.DurationVar(&c.TFTPFirstACKWait, "tftp-first-ack-wait", c.TFTPFirstACKWait, "a new TFTP transfer whose first packet is not acknowledged within this ends and frees its slot")
 	fs.IntVar(&c.TFTPBlockSize, "tftp-max-blksize", c.TFTPBlockSize, "largest TFTP blksize granted (also clamped to the interface MTU - 28)")
 	fs.StringVar(&c.IPXEDir, "ipxe-dir", c.IPXEDir, "iPXE binaries from the distribution (Debian package ipxe)")
 	fs.StringVar(&c.BootDir, "boot-dir", c.BootDir, "override directory searched before --ipxe-dir (default DATA/boot)")

@@ -166,6 +166,8 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 			Addr:         netip.AddrPortFrom(serverIP, uint16(cfg.TFTPPort)).String(),
 			Files:        bootDirs,
 			MaxTransfers: cfg.TFTPMaxTransfers,
+			MaxPerClient: cfg.TFTPMaxPerClient,
+			FirstACKWait: cfg.TFTPFirstACKWait,
 			MaxBlockSize: cfg.TFTPBlockSize,
 			Logger:       d.Logger.With("service", "tftp"),
 			Registerer:   d.Registry,

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,7 +52,13 @@ func TestIntegrationHelperServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Addr: addr, Files: files, MaxTransfers: 128})
+	maxTransfers := 128
+	if v := os.Getenv("INGOT_TFTP_HELPER_MAX_TRANSFERS"); v != "" {
+		if maxTransfers, err = strconv.Atoi(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(Config{Addr: addr, Files: files, MaxTransfers: maxTransfers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +73,12 @@ func TestIntegrationHelperServer(t *testing.T) {
 	}
 }
 
-// startIngot starts the helper server in ns serving dir on addr.
-func startIngot(t testing.TB, ns *netns.NS, dir, addr string) {
+// startIngot starts the helper server in ns serving dir on addr, with env
+// (e.g. INGOT_TFTP_HELPER_MAX_TRANSFERS=0 for the default) added.
+func startIngot(t testing.TB, ns *netns.NS, dir, addr string, env ...string) {
 	t.Helper()
 	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^TestIntegrationHelperServer$")
-	cmd.Env = append(os.Environ(), "INGOT_TFTP_HELPER_DIR="+dir, "INGOT_TFTP_HELPER_ADDR="+addr)
+	cmd.Env = append(append(os.Environ(), "INGOT_TFTP_HELPER_DIR="+dir, "INGOT_TFTP_HELPER_ADDR="+addr), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

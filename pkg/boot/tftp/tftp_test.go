@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,6 +114,47 @@ func TestServeFiles(t *testing.T) {
 	}
 }
 
+// TestServeIPv6: the same over IPv6 loopback, where the interface comes
+// from an IPv6 control message and blksize is held to the MTU - 48.
+func TestServeIPv6(t *testing.T) {
+	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	dir := t.TempDir()
+	data := make([]byte, 70_000)
+	rand.Read(data)
+	os.WriteFile(filepath.Join(dir, "f"), data, 0o644)
+	addr, _ := startServer(t, dir, func(c *Config) { c.Addr = "[::1]:0" })
+	for _, blk := range []int{0, 8192} {
+		got, _, err := fetch(t, addr, "f", blk)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("blksize %d over IPv6: %d bytes, %v", blk, len(got), err)
+		}
+	}
+}
+
+// TestNetascii: a netascii request gets CR LF line ends (tftp-hpa asks for
+// netascii unless told "-m binary"), and no tsize, which would not be exact.
+func TestNetascii(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "menu"), []byte("a\nb\rc\n"), 0o644)
+	addr, _ := startServer(t, dir, nil)
+	req := append([]byte{0, opRRQ}, "menu\x00NetASCII\x00tsize\x000\x00"...)
+	c := sendFrom(t, "127.0.0.1", addr, req)
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 600)
+	n, from, err := c.ReadFromUDP(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WriteToUDP(ack(1), from)
+	if want := "\x00\x03\x00\x01a\r\nb\r\x00c\r\n"; string(buf[:n]) != want {
+		t.Fatalf("got %q, want DATA 1 %q", buf[:n], want)
+	}
+}
+
 func TestRefused(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "tftp")
@@ -165,18 +207,28 @@ func TestRefusesWildcardBind(t *testing.T) {
 	}
 }
 
+// TestBusy: a request that finds every slot taken is not answered (no
+// ERROR, which would end the client's boot) but waits, and is served as
+// soon as the slot comes free: here when the request holding it goes
+// unacknowledged for FirstACKWait.
 func TestBusy(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
-	addr, s := startServer(t, dir, func(c *Config) { c.MaxTransfers = 1 })
-	s.sem <- struct{}{} // occupy the only slot
-	_, _, err := fetch(t, addr, "f", 0)
-	<-s.sem
-	if err == nil || !strings.Contains(err.Error(), "busy") {
-		t.Fatalf("fetch while full: %v, want a busy error", err)
-	}
+	const wait = 300 * time.Millisecond
+	addr, s := startServer(t, dir, func(c *Config) { c.MaxTransfers, c.FirstACKWait = 1, wait })
+	start := time.Now()
+	sendFrom(t, "127.0.0.9", addr, rrq("f")) // holds the only slot, never acknowledged
 	if _, _, err := fetch(t, addr, "f", 0); err != nil {
-		t.Fatalf("fetch after slot freed: %v", err)
+		t.Fatalf("fetch while the only slot was held: %v", err)
+	}
+	if d := time.Since(start); d < wait-50*time.Millisecond || d > wait+600*time.Millisecond {
+		t.Errorf("fetch done %v after the slot was taken, want it served when the slot came free (%v), not before or after a retransmit", d, wait)
+	}
+	for r, want := range map[string]float64{"ok": 1, "no_ack": 1, "busy": 0} {
+		waitCounter(t, s.m.transfers.WithLabelValues(r), want)
+		if got := counter(s.m.transfers.WithLabelValues(r)); got != want {
+			t.Errorf("transfers{%s} = %v, want %v", r, got, want)
+		}
 	}
 }
 
