@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/recipe"
@@ -70,7 +68,7 @@ func runRecipeLint(_ context.Context, e *env, args []string) error {
 	if len(paths) == 0 {
 		paths = []string{"recipes"}
 	}
-	diags, nfiles := lintPaths(paths, recipe.Options{ImagesDir: *images})
+	diags, nfiles := recipe.Options{ImagesDir: *images}.Lint(paths...)
 	if err := writeDiagnostics(e.stdout, *format, diags); err != nil {
 		return err
 	}
@@ -86,34 +84,6 @@ func runRecipeLint(_ context.Context, e *env, args []string) error {
 		return exitError(1)
 	}
 	return nil
-}
-
-// lintPaths lints the given files and folders as one set. A file given on
-// its own is checked together with the recipes beside it (its base may be
-// there), but only the given files' diagnostics are reported.
-func lintPaths(paths []string, opts recipe.Options) ([]recipe.Diagnostic, int) {
-	files, diags := recipe.ReadPaths(paths...)
-	wanted := map[string]bool{}
-	for _, f := range files {
-		wanted[f.Name] = true
-	}
-	for _, d := range diags {
-		wanted[d.File] = true
-	}
-	var dirs []string
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
-			dirs = append(dirs, filepath.Dir(p))
-		}
-	}
-	all, _ := recipe.ReadPaths(append(append([]string{}, paths...), dirs...)...)
-	_, more := opts.Build(all)
-	for _, d := range more {
-		if wanted[d.File] {
-			diags = append(diags, d)
-		}
-	}
-	return recipe.SortDiagnostics(diags), len(files)
 }
 
 func countDiagnostics(diags []recipe.Diagnostic) (errs, warns int) {

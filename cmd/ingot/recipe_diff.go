@@ -8,7 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/client"
@@ -93,16 +93,20 @@ func isFile(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// loadOneRecipe reads one recipe file, resolving extends against the
-// recipes beside it.
+// loadOneRecipe reads one recipe file and the bases its extends chain
+// names, from beside it.
 func loadOneRecipe(e *env, file string) (*recipe.Recipe, error) {
-	files, diags := recipe.ReadPaths(file, filepath.Dir(file))
-	set, more := recipe.Options{}.Build(files)
-	warnLoad(e, file, append(diags, more...))
+	set, diags := recipe.Options{}.LoadFile(file)
+	warnLoad(e, file, diags)
 	for _, n := range set.Names() {
 		if set.File(n) == file {
 			r, _ := set.Get(n)
 			return r, nil
+		}
+	}
+	for _, d := range diags {
+		if d.Severity == recipe.SeverityError {
+			return nil, fmt.Errorf("reading recipe %s: no recipe loaded from it: %s", file, d)
 		}
 	}
 	return nil, fmt.Errorf("reading recipe %s: no recipe with a name in it", file)
@@ -117,7 +121,7 @@ func loadRecipeSet(ctx context.Context, e *env, arg, dir string) (*recipe.Set, e
 	)
 	if _, statErr := os.Stat(arg); statErr == nil {
 		files, diags = recipe.ReadPaths(arg)
-	} else if files, err = gitRecipeFiles(ctx, arg, dir); err != nil {
+	} else if files, diags, err = gitRecipeFiles(ctx, arg, dir); err != nil {
 		return nil, err
 	}
 	set, more := recipe.Options{}.Build(files)
@@ -133,32 +137,49 @@ func warnLoad(e *env, what string, diags []recipe.Diagnostic) {
 	}
 }
 
-// gitRecipeFiles reads the recipe files of dir at a git revision.
-func gitRecipeFiles(ctx context.Context, rev, dir string) ([]recipe.File, error) {
+// gitRecipeFiles reads the recipe files of dir at a git revision. A file
+// over recipe.MaxFileSize, by the size git lists, is a diagnostic, unread.
+func gitRecipeFiles(ctx context.Context, rev, dir string) ([]recipe.File, []recipe.Diagnostic, error) {
 	if _, err := git(ctx, "rev-parse", "--verify", "--quiet", rev+"^{commit}"); err != nil {
-		return nil, fmt.Errorf("%q is neither an existing path nor a git revision", rev)
+		return nil, nil, fmt.Errorf("%q is neither an existing path nor a git revision", rev)
 	}
 	top, err := git(ctx, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	root := strings.TrimSpace(string(top))
-	list, err := git(ctx, "-C", root, "ls-tree", "--name-only", rev, "--", path.Clean(dir)+"/")
+	list, err := git(ctx, "-C", root, "ls-tree", "-l", "-z", rev, "--", path.Clean(dir)+"/")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var files []recipe.File
-	for _, name := range strings.Split(strings.TrimSpace(string(list)), "\n") {
-		if name == "" || !recipe.IsRecipeFile(name) {
+	var (
+		files []recipe.File
+		diags []recipe.Diagnostic
+	)
+	for _, entry := range strings.Split(string(list), "\x00") {
+		// <mode> SP <type> SP <object> SP <size> TAB <name>
+		meta, name, _ := strings.Cut(entry, "\t")
+		fields := strings.Fields(meta)
+		if !recipe.IsRecipeFile(name) || len(fields) != 4 || fields[1] != "blob" {
+			continue
+		}
+		file := rev + ":" + name
+		size, err := strconv.ParseInt(fields[3], 10, 64)
+		if err == nil {
+			err = recipe.CheckSize(file, size)
+		}
+		if err != nil {
+			diags = append(diags, recipe.Diagnostic{File: file, Line: 1, Column: 1, Severity: recipe.SeverityError,
+				Message: fmt.Sprintf("reading recipe: %v", err)})
 			continue
 		}
 		data, err := git(ctx, "-C", root, "show", rev+":"+name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		files = append(files, recipe.File{Name: rev + ":" + name, Data: data})
+		files = append(files, recipe.File{Name: file, Data: data})
 	}
-	return files, nil
+	return files, diags, nil
 }
 
 func git(ctx context.Context, args ...string) ([]byte, error) {

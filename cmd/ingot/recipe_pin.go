@@ -30,11 +30,11 @@ func runRecipePin(_ context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	file := fs.Arg(0)
-	data, err := os.ReadFile(file)
+	data, err := recipe.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("reading recipe: %w", err)
 	}
-	r, base := resolvedForPin(file)
+	r, base := resolvedForPin(file, data)
 	st, err := openStoreReadOnly(*store)
 	if err != nil {
 		return err
@@ -54,7 +54,7 @@ func runRecipePin(_ context.Context, e *env, args []string) error {
 		}
 	}
 	reportPins(e, file, *store, r, base, changes, from)
-	diags, _ := lintPaths([]string{file}, recipe.Options{ImagesDir: *images})
+	diags, _ := recipe.Options{ImagesDir: *images}.Lint(file)
 	if err := writeDiagnostics(e.stdout, "text", diags); err != nil {
 		return err
 	}
@@ -87,13 +87,11 @@ func reportPins(e *env, file, store string, r *recipe.Recipe, base string, chang
 	}
 }
 
-// resolvedForPin loads the recipe with the files beside it (its base may
-// be there) and returns it with its base's file ("" without extends).
-// A recipe that does not load is returned as its file alone says.
-func resolvedForPin(file string) (*recipe.Recipe, string) {
-	all, _ := recipe.ReadPaths(file, filepath.Dir(file))
-	set, _ := recipe.Options{}.Build(all)
-	data, _ := os.ReadFile(file)
+// resolvedForPin loads the recipe with the bases its extends chain names
+// (read from beside it) and returns it with its base's file ("" without
+// extends). A recipe that does not load is returned as data alone says.
+func resolvedForPin(file string, data []byte) (*recipe.Recipe, string) {
+	set, _ := recipe.Options{}.LoadFile(file)
 	own, _ := recipe.Parse(file, data)
 	if own == nil {
 		own = &recipe.Recipe{}

@@ -140,3 +140,29 @@ func TestRecipeChecks(t *testing.T) {
 		t.Errorf("recipe checks -o json: %d specs, %v", len(specs), err)
 	}
 }
+
+// TestRecipePinOversize: pin reads the recipe and the bases its extends
+// chain names, nothing else beside it, and refuses an oversize recipe
+// unread.
+func TestRecipePinOversize(t *testing.T) {
+	dir, store, sums := pinFixture(t)
+	big, fifo := recipeTraps(t, dir)
+	images := filepath.Join(recipeRoot(t), "testdata/recipes/images")
+	train := filepath.Join(dir, "gpu-train-h100x8.yaml")
+	out, _, err := runIngotNoHang(t, fifo, "recipe", "pin", "--store", store, "--images", images, train)
+	wantExit(t, err, 0)
+	for _, want := range []string{"pinned os.image.sha256 = " + sums["debian-12-nvidia.raw.zst"],
+		"os.agent.kernel.sha256 is the placeholder it inherits: pin " + filepath.Join(dir, "base-gpu.yaml")} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pin output lacks %q:\n%s", want, out)
+		}
+	}
+	before, _ := os.ReadFile(big)
+	_, _, err = runIngot(t, "recipe", "pin", "--store", store, big)
+	if err == nil || !strings.Contains(err.Error(), "reading recipe: "+big+" is 11534364 bytes, over the limit of 1048576 bytes") {
+		t.Errorf("pin of an oversize recipe: %v", err)
+	}
+	if after, _ := os.ReadFile(big); !bytes.Equal(before, after) {
+		t.Error("a refused pin changed the file")
+	}
+}

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -256,5 +258,143 @@ func TestGitHubEscaping(t *testing.T) {
 	}
 	if got := ghProperty("HEAD~1:recipes/a,b.yaml"); got != "HEAD~1%3Arecipes/a%2Cb.yaml" {
 		t.Errorf("ghProperty = %q", got)
+	}
+}
+
+// recipeTraps puts beside the recipes of dir what linting one file must
+// not open: an 11 MB recipe, a named pipe (opening it blocks until a
+// writer comes) and a folder named like a recipe. It returns the big file
+// and the pipe.
+func recipeTraps(t *testing.T, dir string) (big, fifo string) {
+	t.Helper()
+	big = filepath.Join(dir, "big.yaml")
+	body := "name: big\nversion: 1.0.0\n# " + strings.Repeat("x", 11<<20) + "\n"
+	if err := os.WriteFile(big, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo = filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return big, fifo
+}
+
+// runIngotNoHang is runIngot that fails if the command is still running
+// after 10 s (it opened fifo); it then writes to fifo so the command ends.
+func runIngotNoHang(t *testing.T, fifo string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); stdout, stderr, err = runIngot(t, args...) }()
+	select {
+	case <-done:
+		return stdout, stderr, err
+	case <-time.After(10 * time.Second):
+		t.Errorf("ingot %v still running after 10s: it opened the named pipe %s", args, fifo)
+	}
+	for {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		select {
+		case <-done:
+			return stdout, stderr, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestRecipeLintOneFile: `ingot recipe lint FILE` reads FILE and the bases
+// its extends chain names, nothing else beside it; the folder is linted
+// whole, and its oversize file and pipe are refused unread.
+func TestRecipeLintOneFile(t *testing.T) {
+	dir := t.TempDir()
+	big, fifo := recipeTraps(t, dir)
+	for name, body := range map[string]string{
+		"base-x.yaml": "name: base-x\nversion: 1.0.0\nbios:\n  boot_mode: uefi\n",
+		"child.yaml":  "name: child\nversion: 1.0.0\nextends: base-x\n",
+		"lone.yaml":   "name: lone\nversion: 1.0.0\n",
+		"orphan.yaml": "name: orphan\nversion: 1.0.0\nextends: base-y\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"lone.yaml", "child.yaml"} {
+		out, errOut, err := runIngotNoHang(t, fifo, "recipe", "lint", "--images", "", filepath.Join(dir, f))
+		wantExit(t, err, 0)
+		if out != "" || errOut != "" {
+			t.Errorf("lint %s printed %q %q", f, out, errOut)
+		}
+	}
+	out, _, err := runIngotNoHang(t, fifo, "recipe", "lint", "--images", "", filepath.Join(dir, "orphan.yaml"))
+	wantExit(t, err, 1)
+	if want := filepath.Join(dir, "orphan.yaml") + `:3:10: error: extends: no recipe named "base-y" in this set (did you mean "base-x"?)`; !strings.Contains(out, want) {
+		t.Errorf("missing base: %q, want %q", out, want)
+	}
+	out, errOut, err := runIngotNoHang(t, fifo, "recipe", "lint", "--images", "", dir)
+	wantExit(t, err, 1)
+	for _, want := range []string{big + ":1:1: error: reading recipe: " + big + " is 11534364 bytes, over the limit of 1048576 bytes (1MiB)",
+		fifo + ":1:1: error: reading recipe: " + fifo + " is a named pipe, not a regular file"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lint of the folder lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "3 error(s), 0 warning(s) in 6 recipe file(s)") {
+		t.Errorf("lint of the folder: stderr %q", errOut)
+	}
+	out, _, err = runIngot(t, "recipe", "lint", "--images", "", big)
+	wantExit(t, err, 1)
+	if !strings.Contains(out, "is 11534364 bytes, over the limit of 1048576 bytes") {
+		t.Errorf("lint of the oversize file: %q", out)
+	}
+}
+
+// TestRecipeDiffOversize: diff reads one file with its bases only, and
+// refuses an oversize file, on disk or at a git revision, unread.
+func TestRecipeDiffOversize(t *testing.T) {
+	dir := t.TempDir()
+	big, fifo := recipeTraps(t, dir)
+	a := filepath.Join(dir, "a.yaml")
+	if err := os.WriteFile(a, []byte("name: a\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runIngotNoHang(t, fifo, "recipe", "diff", a, a)
+	wantExit(t, err, 0)
+	if out != "no recipe changes\n" {
+		t.Errorf("diff of a file with itself: %q", out)
+	}
+	_, _, err = runIngotNoHang(t, fifo, "recipe", "diff", a, big)
+	if err == nil || !strings.Contains(err.Error(), big+" is 11534364 bytes, over the limit of 1048576 bytes") {
+		t.Errorf("diff with an oversize file: %v", err)
+	}
+
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	repo := t.TempDir()
+	recipeDir := filepath.Join(repo, "recipes")
+	if err := os.Mkdir(recipeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(big)
+	os.WriteFile(filepath.Join(recipeDir, "big.yaml"), data, 0o644)
+	os.WriteFile(filepath.Join(recipeDir, "a.yaml"), []byte("name: a\nversion: 1.0.0\n"), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-q", "-m", "big"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.invalid",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.invalid", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	t.Chdir(repo)
+	files, diags, err := gitRecipeFiles(context.Background(), "HEAD", "recipes")
+	if err != nil || len(files) != 1 || files[0].Name != "HEAD:recipes/a.yaml" || len(diags) != 1 ||
+		!strings.Contains(diags[0].String(), "HEAD:recipes/big.yaml:1:1: error: reading recipe: HEAD:recipes/big.yaml is 11534364 bytes, over the limit") {
+		t.Errorf("recipe files at HEAD: %v, %v, %v", files, diags, err)
 	}
 }

@@ -2,9 +2,11 @@
 // from the recipes folder, linted, and swapped whole when the folder
 // changes or the process gets SIGHUP. A folder that does not lint keeps the
 // recipes in force and logs every problem as file:line, so a bad pull
-// request never takes a recipe away from a running fleet. Jobs keep the
-// recipe they started with (the engine pins it in the job), so a reload
-// changes only what starts afterwards.
+// request never takes a recipe away from a running fleet. A file over
+// recipe.MaxFileSize, or one that is not a regular file, is such a
+// problem, found from its stat without reading it. Jobs keep the recipe
+// they started with (the engine pins it in the job), so a reload changes
+// only what starts afterwards.
 package catalog
 
 import (

@@ -2,12 +2,16 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
 func write(t *testing.T, dir, name, body string) {
@@ -95,4 +99,51 @@ func waitFor(t *testing.T, ok func() bool, what string) {
 		}
 	}
 	t.Fatalf("never saw %s", what)
+}
+
+// A recipe file over recipe.MaxFileSize is refused from its size, unread:
+// the folder does not load, the error names the file, its size and the
+// limit, and a reload keeps the recipes in force. A named pipe among the
+// recipes is refused the same way instead of blocking the reload forever.
+func TestOversizeRecipe(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "name: a\nversion: 1.0.0\n")
+	c, err := New(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	body := "name: big\nversion: 1.0.0\n# " + strings.Repeat("x", recipe.MaxFileSize) + "\n"
+	write(t, dir, "big.yaml", body)
+	err = c.Reload()
+	for _, want := range []string{big, fmt.Sprintf("is %d bytes", len(body)), "limit of 1048576 bytes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("reload with an oversize recipe: %v, want an error containing %q", err, want)
+		}
+	}
+	if _, err := c.Get("a"); err != nil {
+		t.Errorf("the oversize file took a away: %v", err)
+	}
+	if _, err := c.Get("big"); err == nil {
+		t.Error("the oversize recipe is served")
+	}
+	if _, err := New(Config{Dir: dir}); err == nil || !strings.Contains(err.Error(), big) {
+		t.Errorf("New on a folder with an oversize recipe: %v", err)
+	}
+
+	os.Remove(big)
+	fifo := filepath.Join(dir, "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Reload() }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), fifo+" is a named pipe, not a regular file") {
+			t.Errorf("reload with a named pipe: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reload blocked on a named pipe in the recipes folder")
+	}
 }

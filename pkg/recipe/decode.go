@@ -30,8 +30,12 @@ var (
 )
 
 // parseYAML reads one YAML document and returns its root node (nil when
-// the file has none or does not parse).
+// the file has none, does not parse or is over MaxFileSize: files that
+// reach here without ReadFile, from git or a test, are bounded too).
 func parseYAML(file string, data []byte) (root *yaml.Node, diags []Diagnostic) {
+	if err := CheckSize(file, int64(len(data))); err != nil {
+		return nil, []Diagnostic{{File: file, Line: 1, Column: 1, Severity: SeverityError, Message: err.Error()}}
+	}
 	defer func() {
 		// yaml.v3 has panicked on hostile input before; a recipe file is
 		// reviewed text, but lint must never crash on it.

@@ -2,8 +2,6 @@ package recipe
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -83,7 +81,8 @@ func (s *Set) Len() int { return len(s.byName) }
 // unknown field, type mismatch and bad value is reported, not only the
 // first. Extends is not resolved (use LoadDir or Options.Build for that);
 // in a recipe that extends another, fields of inherited mappings are not
-// required. The recipe is nil only when the file is not YAML.
+// required. The recipe is nil only when the file is not YAML or is over
+// MaxFileSize.
 func Parse(filename string, data []byte) (*Recipe, []Diagnostic) {
 	root, diags := parseYAML(filename, data)
 	if root == nil {
@@ -105,58 +104,13 @@ func LoadDir(dir string) (*Set, []Diagnostic) {
 }
 
 // Load reads the given files and the *.yaml/*.yml files of the given
-// directories (not recursively) and builds one set from them.
+// directories (not recursively) and builds one set from them. A file is
+// read with ReadFile: one over MaxFileSize is an error diagnostic, unread.
+// For one file and only the bases it needs, see LoadFile.
 func (o Options) Load(paths ...string) (*Set, []Diagnostic) {
 	files, diags := ReadPaths(paths...)
 	s, more := o.Build(files)
 	return s, SortDiagnostics(append(diags, more...))
-}
-
-// ReadPaths reads recipe files: each path is a file or a directory whose
-// *.yaml and *.yml files are read, in name order. A file is read once.
-func ReadPaths(paths ...string) ([]File, []Diagnostic) {
-	var (
-		files []File
-		diags []Diagnostic
-		seen  = map[string]bool{}
-	)
-	for _, p := range paths {
-		names := []string{p}
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			names = recipeFiles(p)
-		}
-		for _, n := range names {
-			if seen[filepath.Clean(n)] {
-				continue
-			}
-			seen[filepath.Clean(n)] = true
-			data, err := os.ReadFile(n)
-			if err != nil {
-				diags = append(diags, Diagnostic{File: n, Line: 1, Column: 1, Severity: SeverityError,
-					Message: fmt.Sprintf("reading recipe: %v", err)})
-				continue
-			}
-			files = append(files, File{Name: n, Data: data})
-		}
-	}
-	return files, diags
-}
-
-// recipeFiles lists the recipe files of a directory, sorted.
-func recipeFiles(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() && IsRecipeFile(e.Name()) {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out
-}
-
-// IsRecipeFile reports whether a file name looks like a recipe (.yaml or .yml).
-func IsRecipeFile(name string) bool {
-	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }
 
 // Build parses, resolves and lints a set of recipe files together: strict
@@ -164,7 +118,13 @@ func IsRecipeFile(name string) bool {
 // check, and the image check when ImagesDir is set. The set holds every
 // recipe that has a name, even one with errors; check HasErrors.
 func (o Options) Build(files []File) (*Set, []Diagnostic) {
-	b := &builder{opts: o, files: map[*yaml.Node]string{}, byName: map[string]*entry{}}
+	return o.build(files, beside{})
+}
+
+// build is Build, told what reading the files learnt of the recipes beside
+// them that it did not read.
+func (o Options) build(files []File, bs beside) (*Set, []Diagnostic) {
+	b := &builder{opts: o, beside: bs, files: map[*yaml.Node]string{}, byName: map[string]*entry{}}
 	var entries []*entry
 	for _, f := range files {
 		if e := b.load(f); e != nil {
@@ -193,6 +153,7 @@ func (o Options) Build(files []File) (*Set, []Diagnostic) {
 type builder struct {
 	diagnoser
 	opts   Options
+	beside beside
 	files  map[*yaml.Node]string
 	byName map[string]*entry // first file to claim each name
 }
@@ -245,6 +206,10 @@ func (b *builder) resolve(e *entry) bool {
 		return false
 	}
 	base := b.byName[e.raw.Extends]
+	if err := b.beside.unread[e.raw.Extends]; base == nil && err != nil {
+		b.errorf(e.positions["extends"], "extends", "base recipe %q could not be read: %v", e.raw.Extends, err)
+		return false
+	}
 	if base == nil {
 		msg := fmt.Sprintf("no recipe named %q in this set", e.raw.Extends)
 		if s := suggest(e.raw.Extends, b.names()); s != "" {
@@ -283,13 +248,15 @@ func (b *builder) cycle(e *entry) ([]string, bool) {
 	return nil, false
 }
 
+// names lists the recipe names a missing base may be a misspelling of:
+// those loaded, and those of the files beside a missing base.
 func (b *builder) names() []string {
-	var out []string
+	out := slices.Clone(b.beside.names)
 	for n := range b.byName {
 		out = append(out, n)
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // isIdentityKey reports whether a top-level key is never inherited from a
