@@ -3,6 +3,7 @@
 package dhcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -45,7 +46,7 @@ const (
 // go through its lease log, one fdatasync per round of concurrent ACKs).
 var benchStoreOptions = store.Options{Timeout: time.Second}
 
-func benchPair(b *testing.B) (srv, load *netns.NS) {
+func benchPair(b testing.TB) (srv, load *netns.NS) {
 	b.Helper()
 	srv = netnstest.New(b, "ingot-bench-s")
 	load = netnstest.New(b, "ingot-bench-l")
@@ -63,7 +64,7 @@ type peer struct {
 }
 
 // startPeer starts the named server in srv.
-func startPeer(b *testing.B, name string, srv *netns.NS) peer {
+func startPeer(b testing.TB, name string, srv *netns.NS) peer {
 	b.Helper()
 	dir := b.TempDir()
 	switch name {
@@ -213,11 +214,17 @@ type loadgen struct {
 	xid  atomic.Uint32
 	// retries counts retransmissions (a reply lost or later than 1 s).
 	retries atomic.Int64
+	naks    atomic.Int64 // NAKs received
+	nakWhy  []string     // the first NAKs' messages (option 56), under mu
+	// acked is the MAC each address was ACKed to; dups counts ACKs of
+	// an address already ACKed to another MAC.
+	acked   sync.Map
+	dups    atomic.Int64
 	offerNS atomic.Int64
 	ackNS   atomic.Int64
 }
 
-func newLoadgen(b *testing.B, load *netns.NS) *loadgen {
+func newLoadgen(b testing.TB, load *netns.NS) *loadgen {
 	b.Helper()
 	g := &loadgen{wait: map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4{}}
 	if err := load.Do(func() error {
@@ -297,10 +304,18 @@ func (g *loadgen) dora(mac net.HardwareAddr) bool {
 			for {
 				select {
 				case r := <-ch:
+					if !bytes.Equal(r.ClientHWAddr, mac) {
+						continue // another client's reply that reused our xid
+					}
 					if r.MessageType() == want {
 						return r
 					}
 					if r.MessageType() == dhcpv4.MessageTypeNak {
+						if g.naks.Add(1) <= 10 {
+							g.mu.Lock()
+							g.nakWhy = append(g.nakWhy, mac.String()+": "+r.Message())
+							g.mu.Unlock()
+						}
 						return nil
 					}
 					continue
@@ -319,10 +334,17 @@ func (g *loadgen) dora(mac net.HardwareAddr) bool {
 	}
 	t1 := time.Now()
 	req, _ := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithTransactionID(xid), dhcpv4.WithBroadcast(true))
-	ok := send(req, dhcpv4.MessageTypeAck) != nil
+	ack := send(req, dhcpv4.MessageTypeAck)
 	g.offerNS.Add(int64(t1.Sub(t0)))
 	g.ackNS.Add(int64(time.Since(t1)))
-	return ok
+	if ack == nil {
+		return false
+	}
+	ip, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
+	if prev, dup := g.acked.LoadOrStore(ip, mac.String()); dup && prev != mac.String() {
+		g.dups.Add(1)
+	}
+	return true
 }
 
 // run makes n exchanges with window in flight; returns ACKs and seconds.
@@ -351,7 +373,7 @@ func (g *loadgen) run(base byte, n, window int) (acks int, secs float64) {
 }
 
 // ready waits until the server completes one exchange.
-func (g *loadgen) ready(b *testing.B, name string) {
+func (g *loadgen) ready(b testing.TB, name string) {
 	b.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {

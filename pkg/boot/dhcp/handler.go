@@ -26,9 +26,11 @@ type Meta struct {
 	Peer netip.AddrPort // its source address
 }
 
-// Handler decides the reply to each request. It is safe for concurrent use;
-// its only state besides the store is short-lived: addresses held for
-// outstanding offers and addresses recently declined.
+// Handler decides the reply to each request. It is safe for concurrent use,
+// and decides one request of a client at a time (turn.go); its only state
+// besides the store and its index of the store's leases is short-lived:
+// addresses held for outstanding offers, addresses recently declined and
+// the requests being decided.
 type Handler struct {
 	cfg     Config
 	metrics *metrics
@@ -41,6 +43,7 @@ type Handler struct {
 	heldIP   map[string]netip.Addr    // the address each MAC holds
 	declined map[netip.Addr]time.Time // address -> unusable until
 	cursor   []uint32                 // per pool: next address to try
+	turns    map[string]*turn         // by MAC: the request being decided (turn.go)
 }
 
 type hold struct {
@@ -67,7 +70,7 @@ func NewHandler(cfg Config) (*Handler, error) {
 	}
 	h := &Handler{cfg: cfg, metrics: m, holds: map[netip.Addr]hold{}, heldIP: map[string]netip.Addr{},
 		leases: map[string]store.Lease{}, owner: map[netip.Addr]string{}, declined: map[netip.Addr]time.Time{},
-		cursor: make([]uint32, len(cfg.Pools))}
+		cursor: make([]uint32, len(cfg.Pools)), turns: map[string]*turn{}}
 	for i, p := range cfg.Pools {
 		h.cursor[i] = ip4u(p.Start)
 	}
@@ -101,6 +104,11 @@ func (h *Handler) handle(ctx context.Context, req *dhcpv4.DHCPv4, in Meta) (*dhc
 	default:
 		return nil, nil
 	}
+	release, ok := h.take(ctx, req.ClientHWAddr.String())
+	if !ok {
+		return nil, nil // another request of this client is being decided, and one waits for it
+	}
+	defer release()
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
 		return h.discover(ctx, req)
@@ -219,9 +227,8 @@ func (h *Handler) release(ctx context.Context, req *dhcpv4.DHCPv4) error {
 	if sid := addr(req.ServerIdentifier()); sid.IsValid() && sid != h.cfg.ServerIP {
 		return nil // released at another server
 	}
-	mac := req.ClientHWAddr.String()
-	l, err := h.leaseByMAC(ctx, mac)
-	if err != nil || l == nil || l.IP != addr(req.ClientIPAddr) || l.State != StateBound {
+	l, err := h.leaseOn(ctx, req.ClientHWAddr.String(), addr(req.ClientIPAddr))
+	if err != nil || l == nil || l.State != StateBound {
 		return err
 	}
 	now := h.cfg.Now()
@@ -243,8 +250,8 @@ func (h *Handler) decline(ctx context.Context, req *dhcpv4.DHCPv4) error {
 	h.declined[ip] = until
 	h.mu.Unlock()
 	h.unholdIP(ip, mac)
-	l, err := h.leaseByMAC(ctx, mac)
-	if err != nil || l == nil || l.IP != ip {
+	l, err := h.leaseOn(ctx, mac, ip)
+	if err != nil || l == nil {
 		return err
 	}
 	l.State, l.Expires, l.Updated = StateDeclined, until, now
@@ -357,11 +364,19 @@ func (h *Handler) machine(ctx context.Context, mac string, c pxe.Client) (*machi
 	return m, nil
 }
 
-// leaseByMAC returns mac's lease, nil if it has none.
-func (h *Handler) leaseByMAC(ctx context.Context, mac string) (*store.Lease, error) {
+// leaseOn returns mac's lease if it names ip and no other client's lease
+// has taken ip since, else nil. Only such a lease may be released or
+// declined: rewriting a lease that another client's lease replaced on ip
+// would take ip back from that client in the index (and the store refuses
+// it: LeaseConflict).
+func (h *Handler) leaseOn(ctx context.Context, mac string, ip netip.Addr) (*store.Lease, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.leaseLocked(ctx, mac)
+	l, err := h.leaseLocked(ctx, mac)
+	if err != nil || l == nil || l.IP != ip || h.owner[ip] != mac {
+		return nil, err
+	}
+	return l, nil
 }
 
 // store commits l and indexes it.

@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	packets *prometheus.CounterVec
 	seconds prometheus.Histogram
+	unsents *prometheus.CounterVec
 }
 
 // newMetrics registers the DHCP metrics with reg; nil reg = no metrics.
@@ -29,12 +30,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to decide a DHCP reply, including the lease commit.",
 			Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10),
 		}),
+		unsents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ingot_dhcp_replies_unsent_total",
+			Help: "DHCP replies decided but not sent, by reply type: the socket's send buffer was full (replies to unanswered ARP fill it) or the send failed.",
+		}, []string{"type"}),
 	}
 	var err error
 	if m.packets, err = register(reg, m.packets); err != nil {
 		return nil, err
 	}
 	if m.seconds, err = register(reg, m.seconds); err != nil {
+		return nil, err
+	}
+	if m.unsents, err = register(reg, m.unsents); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -76,6 +84,14 @@ func (m *metrics) stale(req *dhcpv4.DHCPv4) {
 		return
 	}
 	m.packets.WithLabelValues(typeLabel(req.MessageType()), "stale").Inc()
+}
+
+// unsent counts a reply decided but not sent.
+func (m *metrics) unsent(reply *dhcpv4.DHCPv4) {
+	if m == nil {
+		return
+	}
+	m.unsents.WithLabelValues(typeLabel(reply.MessageType())).Inc()
 }
 
 func typeLabel(t dhcpv4.MessageType) string {

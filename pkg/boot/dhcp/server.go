@@ -72,28 +72,57 @@ func (s *Server) Listen() error {
 			s.close()
 			return fmt.Errorf("dhcp: listening on %s port %d: %w", s.cfg.Interface, p, err)
 		}
-		growReadBuffer(c)
+		growBuffers(c)
 		s.conns, s.ports = append(s.conns, c), append(s.ports, p)
 	}
 	return nil
 }
 
 // readBuffer holds a boot storm's requests while the handlers catch up
-// (the default ~200 KiB holds about a hundred packets).
-const readBuffer = 4 << 20
+// (the default ~200 KiB holds about a hundred packets). writeBuffer holds
+// the replies the kernel keeps while it resolves their destination by ARP
+// (unicasts to ciaddr or giaddr): ~3 s each when nobody answers, as for a
+// forged ciaddr.
+const readBuffer, writeBuffer = 4 << 20, 4 << 20
 
-// growReadBuffer raises the socket's receive buffer past net.core.rmem_max
-// when we may (CAP_NET_ADMIN), else as far as rmem_max allows.
-func growReadBuffer(c *net.UDPConn) {
+// growBuffers raises the socket's buffers past net.core.[rw]mem_max when
+// we may (CAP_NET_ADMIN), else as far as those allow.
+func growBuffers(c *net.UDPConn) {
 	if rc, err := c.SyscallConn(); err == nil {
-		var serr error
+		var rerr, werr error
 		if err := rc.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBuffer)
-		}); err == nil && serr == nil {
+			rerr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, readBuffer)
+			werr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, writeBuffer)
+		}); err == nil && rerr == nil && werr == nil {
 			return
 		}
 	}
 	_ = c.SetReadBuffer(readBuffer)
+	_ = c.SetWriteBuffer(writeBuffer)
+}
+
+// sendNow sends b to to, or fails at once with EAGAIN when the socket's
+// send buffer is full. It never waits: replies to forged addresses wait
+// seconds in the kernel's ARP queue, charged to this socket, and a worker
+// blocked behind them would stop every client's decisions, not just the
+// forger's. The client of a reply dropped here asks again.
+func sendNow(c *net.UDPConn, b []byte, to netip.AddrPort) error {
+	if !to.Addr().Unmap().Is4() {
+		return fmt.Errorf("sending to %s: not an IPv4 address", to)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	sa := &unix.SockaddrInet4{Port: int(to.Port()), Addr: to.Addr().Unmap().As4()}
+	var serr error
+	if err := rc.Write(func(fd uintptr) bool {
+		serr = unix.Sendto(int(fd), b, unix.MSG_DONTWAIT, sa)
+		return true // done, whatever happened: never wait for the socket to drain
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 func (s *Server) close() {
@@ -206,7 +235,12 @@ func (s *Server) answer(ctx context.Context, c *net.UDPConn, req *dhcpv4.DHCPv4,
 			to = broadcast68
 		}
 	}
-	if _, err := c.WriteToUDPAddrPort(reply.ToBytes(), to); err != nil {
+	if err := sendNow(c, reply.ToBytes(), to); err != nil {
+		s.h.metrics.unsent(reply)
+		if errors.Is(err, unix.EAGAIN) {
+			s.cfg.Logger.Debug("dhcp send buffer full; reply dropped", "mac", req.ClientHWAddr.String(), "to", to)
+			return
+		}
 		s.cfg.Logger.Warn("dhcp sending reply", "mac", req.ClientHWAddr.String(), "to", to, "err", err)
 	}
 }
