@@ -91,3 +91,21 @@ func TestLoadRefuses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpen: a sealed value read back from a damaged store never panics and
+// never opens unless it is the bytes Seal made.
+func FuzzOpen(f *testing.F) {
+	k, err := Load(filepath.Join(f.TempDir(), "k"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	id, sealed, _ := k.Seal("n", []byte("value"))
+	f.Add("n", id, sealed)
+	f.Add("n", id, []byte{})
+	f.Fuzz(func(t *testing.T, name, keyID string, b []byte) {
+		v, err := k.Open(name, keyID, b)
+		if err == nil && (name != "n" || keyID != id || string(v) != "value") {
+			t.Fatalf("Open(%q, %q, %x) = %q", name, keyID, b, v)
+		}
+	})
+}

@@ -176,3 +176,21 @@ func TestHolderReload(t *testing.T) {
 		t.Error("Reload of a broken key succeeded")
 	}
 }
+
+// FuzzParseFingerprint: a fingerprint arrives on a kernel command line; any
+// bytes give a canonical fingerprint or an error, never a panic, and a
+// canonical one parses to itself.
+func FuzzParseFingerprint(f *testing.F) {
+	f.Add("sha256:" + strings.Repeat("ab", 32))
+	f.Add(strings.Repeat("AB:", 31) + "AB")
+	f.Add("sha256:")
+	f.Fuzz(func(t *testing.T, s string) {
+		fp, err := ParseFingerprint(s)
+		if err != nil {
+			return
+		}
+		if again, err := ParseFingerprint(fp); err != nil || again != fp || len(fp) != len("sha256:")+64 {
+			t.Fatalf("ParseFingerprint(%q) = %q; again %q, %v", s, fp, again, err)
+		}
+	})
+}
