@@ -237,7 +237,8 @@ func (h *Handler) release(ctx context.Context, req *dhcpv4.DHCPv4) error {
 }
 
 // decline marks an address the client found in use (RFC 2131 §4.3.3): it
-// is not handed out again for DeclineHold. No reply.
+// is not handed out again for DeclineHold. No reply. Only the client the
+// address was offered or leased to may decline it.
 func (h *Handler) decline(ctx context.Context, req *dhcpv4.DHCPv4) error {
 	mac := req.ClientHWAddr.String()
 	ip := addr(req.RequestedIPAddress())
@@ -247,6 +248,18 @@ func (h *Handler) decline(ctx context.Context, req *dhcpv4.DHCPv4) error {
 	now := h.cfg.Now()
 	until := now.Add(h.cfg.DeclineHold)
 	h.mu.Lock()
+	// Only the client the address was offered or leased to may decline
+	// it (as Kea): else any host could keep any address out of use.
+	if err := h.loadLocked(ctx); err != nil {
+		h.mu.Unlock()
+		return err
+	}
+	hd, held := h.holds[ip]
+	if !(held && hd.mac == mac && now.Before(hd.until)) && h.owner[ip] != mac {
+		h.mu.Unlock()
+		h.cfg.Logger.Info("dhcp decline ignored: the address was neither offered nor leased to this client", "mac", mac, "ip", ip)
+		return nil
+	}
 	h.declined[ip] = until
 	h.mu.Unlock()
 	h.unholdIP(ip, mac)

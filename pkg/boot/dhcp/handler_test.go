@@ -258,6 +258,16 @@ func TestHandleExchanges(t *testing.T) {
 			// After DeclineHold (10 min) the address is usable again.
 			{req: discover("52:54:00:00:00:0c", dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 100)))), advance: 11 * time.Minute, want: "OFFER", wantIP: "10.77.0.100"},
 		})},
+		"full-decline-by-another-client": {steps: cat(dora(macA, "10.77.0.100", udhcpc...), []step{
+			// macB declines macA's address (and a free one): ignored, so
+			// neither is kept out of use.
+			{req: func(*scn) *dhcpv4.DHCPv4 {
+				return pkt(macB, dhcpv4.MessageTypeDecline, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 101))),
+					dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.IPv4(10, 77, 0, 1))))
+			}, want: ""},
+			{req: discover(macB), want: "OFFER", wantIP: "10.77.0.101"},
+			{req: renew(macA), want: "ACK", wantIP: "10.77.0.100"},
+		})},
 		"full-expiry": {steps: cat(dora(macA, "10.77.0.100", udhcpc...), []step{
 			{req: discover(macB, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 100)))), advance: 59 * time.Minute, want: "OFFER", wantIP: "10.77.0.101"},
 			{req: discover("52:54:00:00:00:0c", dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 77, 0, 100)))), advance: 2 * time.Minute, want: "OFFER", wantIP: "10.77.0.100"},
