@@ -48,9 +48,9 @@ type Config struct {
 	Version string
 	// RecipeNames lists the recipes the server knows.
 	RecipeNames func() []string
-	// BaseURL is how machines reach this server (http://10.77.0.1:8080):
-	// image URLs in agent tasks are built from it. Empty: the address the
-	// agent itself used (the request's Host).
+	// BaseURL is how machines reach the boot listener (http://10.77.0.1:8080):
+	// image URLs in agent tasks are built from it. Empty: the URLs are
+	// paths, which the agent resolves against its ingot.server.
 	BaseURL string
 	// ArtifactSize gives the size of a stored artifact, so agents can show
 	// progress against a total; nil: sizes unknown.
@@ -573,10 +573,8 @@ func (s *Server) machineByTokenOrLease(r *http.Request) (string, error) {
 	return m.ID, nil
 }
 
-// base is the URL machines reach this server at.
-func (s *Server) base(r *http.Request) string {
-	if s.baseURL != "" {
-		return s.baseURL
-	}
-	return "http://" + r.Host
-}
+// base is the URL machines fetch artifacts from: BaseURL, else "" and
+// the agent resolves the path against its ingot.server, the boot listener
+// (the API's own listener, where the request came in, serves no
+// artifacts).
+func (s *Server) base(*http.Request) string { return s.baseURL }
