@@ -31,6 +31,7 @@ type Recipe struct {
 	Network    Network           `json:"network,omitempty"`
 	Acceptance Acceptance        `json:"acceptance,omitempty"`
 	Power      Power             `json:"power,omitempty"`
+	Alerts     Alerts            `json:"alerts,omitempty"`
 	Timeouts   Timeouts          `json:"timeouts,omitempty"`
 }
 
@@ -226,6 +227,16 @@ type Power struct {
 	LoadWatts   int     `json:"load_watts,omitempty" min:"1"`
 	DeratingPct int     `json:"derating_pct,omitempty" doc:"PSU margin kept free, percent" min:"0" max:"50"`
 	CostPerKWh  float64 `json:"cost_per_kwh,omitempty" doc:"currency units per kWh, for cost reports" min:"0"`
+}
+
+// Alerts are the limits ingot's telemetry holds the class's ready machines
+// to (pkg/telemetry); zero takes the default the doc names.
+type Alerts struct {
+	InletCelsiusMax   int      `json:"inlet_celsius_max,omitempty" doc:"inlet air above this fires inlet-temperature (default 35)" min:"1" max:"80"`
+	GPUCelsiusMax     int      `json:"gpu_celsius_max,omitempty" doc:"a GPU above this fires gpu-temperature (default 87)" min:"1" max:"120"`
+	WattsMarginPct    int      `json:"watts_margin_pct,omitempty" doc:"node watts more than this percent above power.load_watts fire watts-above-load (default 10)" min:"1" max:"200"`
+	CorrectablePerDay int      `json:"correctable_errors_per_day,omitempty" doc:"more correctable memory errors than this in a day fire memory-errors (default 100)" min:"1"`
+	For               Duration `json:"for,omitempty" doc:"how long a condition holds before its alert fires, and stays away before it clears (default 5m)"`
 }
 
 // Timeouts bound each lifecycle step; zero means the engine's default.

@@ -1,0 +1,312 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+)
+
+// Reader reads one machine's BMC. It must return within ctx (the poller
+// gives each read Config.Timeout) and never block other machines' reads:
+// pkg/bmc limits requests per BMC and shares one session per BMC.
+type Reader func(ctx context.Context, m *machine.Machine) Sample
+
+// Config builds a Service.
+type Config struct {
+	// Machines lists every enrolled machine (the poller reads those with a
+	// BMC endpoint).
+	Machines func(ctx context.Context) ([]machine.Machine, error)
+	Read     Reader
+	Recipes  func(name string) (*recipe.Recipe, error)
+	// Event records an alert transition in the machine's event log (the
+	// fleet); nil: only logged.
+	Event func(ctx context.Context, machineID, message string)
+	// Notify delivers transitions (webhook, Alertmanager); each gets every
+	// transition, on its own goroutine.
+	Notify []Notifier
+	// Interval is how often each BMC is polled (default 60 s; a BMC whose
+	// poll takes longer than half of it is polled less often); Timeout
+	// bounds one poll (default 30 s); Parallel bounds polls at once
+	// (default 32).
+	Interval time.Duration
+	Timeout  time.Duration
+	Parallel int
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Service polls BMCs and keeps readings and alerts. Safe for concurrent use.
+type Service struct {
+	cfg Config
+	agg *Aggregator
+
+	mu    sync.Mutex
+	nodes map[string]*node // by machine ID
+}
+
+type node struct {
+	m        machine.Machine
+	last     Sample
+	state    nodeState
+	next     time.Time
+	interval time.Duration
+	polling  bool
+}
+
+// New builds a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Machines == nil || cfg.Read == nil {
+		return nil, errors.New("telemetry: Machines and Read are required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 32
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Recipes == nil {
+		cfg.Recipes = func(string) (*recipe.Recipe, error) { return nil, errors.New("no recipes") }
+	}
+	return &Service{cfg: cfg, agg: NewAggregator(), nodes: map[string]*node{}}, nil
+}
+
+// Run polls until ctx ends: each machine with a BMC once per interval, at
+// an offset of its own within the interval (so 500 BMCs do not answer in
+// the same second), at most Parallel at once.
+func (s *Service) Run(ctx context.Context) error {
+	sem := make(chan struct{}, s.cfg.Parallel)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var refreshed time.Time
+	for {
+		now := s.cfg.Now()
+		if now.Sub(refreshed) >= min(s.cfg.Interval, time.Minute) {
+			if err := s.refresh(ctx, now); err != nil {
+				s.cfg.Logger.Warn("telemetry: listing machines", "err", err)
+			}
+			refreshed = now
+		}
+		for _, n := range s.due(now) {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				s.poll(ctx, n)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// PollAll polls every machine with a BMC now, one after another (tests,
+// and `ingot` commands that want fresh readings).
+func (s *Service) PollAll(ctx context.Context) error {
+	if err := s.refresh(ctx, s.cfg.Now()); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var ns []*node
+	for _, n := range s.nodes {
+		n.polling = true
+		ns = append(ns, n)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(ns, func(a, b *node) int { return strings.Compare(a.m.Name, b.m.Name) })
+	for _, n := range ns {
+		s.poll(ctx, n)
+	}
+	return nil
+}
+
+// refresh brings the machine list up to date: new machines with a BMC are
+// scheduled at their offset, removed ones forgotten.
+func (s *Service) refresh(ctx context.Context, now time.Time) error {
+	ms, err := s.cfg.Machines(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.BMC.Endpoint == "" {
+			continue
+		}
+		seen[m.ID] = true
+		if n, ok := s.nodes[m.ID]; ok {
+			n.m = m
+			continue
+		}
+		s.nodes[m.ID] = &node{m: m, interval: s.cfg.Interval, next: now.Add(offset(m.ID, s.cfg.Interval))}
+	}
+	for id := range s.nodes {
+		if !seen[id] {
+			delete(s.nodes, id)
+		}
+	}
+	return nil
+}
+
+// offset spreads machines over the interval by a hash of their ID: the
+// same machine polls at the same second of each interval.
+func offset(id string, interval time.Duration) time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return time.Duration(h.Sum64() % uint64(interval))
+}
+
+// due marks and returns the nodes whose poll is due.
+func (s *Service) due(now time.Time) []*node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*node
+	for _, n := range s.nodes {
+		if !n.polling && !now.Before(n.next) {
+			n.polling = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// poll reads one BMC, judges the readings and delivers what changed.
+func (s *Service) poll(ctx context.Context, n *node) {
+	s.mu.Lock()
+	m := n.m
+	s.mu.Unlock()
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	start := s.cfg.Now()
+	smp := s.cfg.Read(rctx, &m)
+	cancel()
+	smp.Machine = m.ID
+	if smp.Time.IsZero() {
+		smp.Time = start
+	}
+	if smp.Took == 0 {
+		smp.Took = s.cfg.Now().Sub(start)
+	}
+	var lim Limits
+	if r, err := s.cfg.Recipes(m.Recipe); err == nil && m.Recipe != "" {
+		lim = LimitsOf(r)
+	} else {
+		lim = LimitsOf(nil)
+	}
+	s.agg.Add(smp)
+
+	s.mu.Lock()
+	n.last = smp
+	trs := n.state.evaluate(smp, lim, silenced(m))
+	for i := range trs {
+		trs[i].Alert.Name, trs[i].Alert.Rack, trs[i].Alert.Recipe = m.Name, m.Rack, m.Recipe
+	}
+	// A slow BMC stretches its own interval (never below the configured
+	// one, at most ten times it): polling it faster only queues requests.
+	n.interval = s.cfg.Interval
+	if smp.Took > s.cfg.Interval/2 {
+		n.interval = min(10*s.cfg.Interval, 2*smp.Took)
+	}
+	n.next = smp.Time.Add(n.interval)
+	n.polling = false
+	s.mu.Unlock()
+
+	for _, tr := range trs {
+		msg := tr.Message()
+		s.cfg.Logger.Info("telemetry alert", "machine", m.Name, "rule", tr.Alert.Rule, "fired", tr.Fired, "reading", tr.Alert.Reading)
+		if s.cfg.Event != nil {
+			s.cfg.Event(ctx, m.ID, msg)
+		}
+		for _, nt := range s.cfg.Notify {
+			go func() {
+				if err := nt.Notify(context.WithoutCancel(ctx), tr); err != nil {
+					s.cfg.Logger.Warn("telemetry: alert not delivered", "to", nt.Name(), "rule", tr.Alert.Rule, "machine", m.Name, "err", err)
+				}
+			}()
+		}
+	}
+}
+
+// silenced: a job is changing the machine (its BMC readings then follow
+// the job: power cycles, POST, burn-in load).
+func silenced(m machine.Machine) bool {
+	switch m.State {
+	case machine.StateInspecting, machine.StateProvisioning, machine.StateVerifying, machine.StateReimaging:
+		return true
+	}
+	return false
+}
+
+// Alerts lists every pending and firing alert, firing first, then by
+// machine and rule.
+func (s *Service) Alerts() []Alert {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Alert
+	for _, n := range s.nodes {
+		for _, a := range n.state.alerts {
+			c := *a
+			c.Name, c.Rack, c.Recipe = n.m.Name, n.m.Rack, n.m.Recipe
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Alert) int {
+		if a.State != b.State {
+			return strings.Compare(a.State, b.State) // firing < pending
+		}
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Rule, b.Rule)
+	})
+	return out
+}
+
+// Current is one machine's last sample with what names it.
+type Current struct {
+	Machine machine.Machine
+	Sample  Sample
+}
+
+// Last returns every polled machine's last sample, by name.
+func (s *Service) Last() []Current {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Current
+	for _, n := range s.nodes {
+		if !n.last.Time.IsZero() {
+			out = append(out, Current{Machine: n.m, Sample: n.last})
+		}
+	}
+	slices.SortFunc(out, func(a, b Current) int { return strings.Compare(a.Machine.Name, b.Machine.Name) })
+	return out
+}
+
+// Aggregates is the 5-minute aggregator (power report, retention).
+func (s *Service) Aggregates() *Aggregator { return s.agg }
