@@ -38,7 +38,7 @@ func (b Bucket) MeanWatts() float64 {
 }
 
 // MaxWatts, MaxInletC and MaxGPUC are the bucket's highest readings.
-func (b Bucket) MaxWatts() float64 { return float64(b.maxW) }
+func (b Bucket) MaxWatts() float64  { return float64(b.maxW) }
 func (b Bucket) MaxInletC() float64 { return float64(b.maxInlet) }
 func (b Bucket) MaxGPUC() float64   { return float64(b.maxGPU) }
 
