@@ -26,6 +26,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/telemetry"
 )
 
 //go:embed openapi.yaml
@@ -62,8 +63,10 @@ type Config struct {
 	// without a credential (the by-MAC agent routes, version, the OpenAPI
 	// document): over it they get 429 with Retry-After. nil: no limit.
 	PublicLimit *ratelimit.Limiter
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// Telemetry answers alerts and readings; nil: none (empty lists).
+	Telemetry *telemetry.Service
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Server serves the API.
@@ -79,6 +82,7 @@ type Server struct {
 	baseURL      string
 	auth         *agentauth.Auth
 	publicLimit  *ratelimit.Limiter
+	telemetry    *telemetry.Service
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -89,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
-		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, log: cfg.Logger, now: cfg.Now}
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -181,6 +185,9 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/secrets/rotate-key", operator, s.postRotateKey, smallBody},
 		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
 		{"POST", "/api/v1/backup", operator, s.postBackup, smallBody},
+		{"GET", "/api/v1/alerts", operator, s.listAlerts, 0},
+		{"GET", "/api/v1/readings", operator, s.listReadings, 0},
+		{"GET", "/api/v1/power/report", operator, s.getPowerReport, 0},
 		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
 		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
 		{"GET", api.PathTask, agent, s.agentTask, 0},

@@ -123,3 +123,10 @@ func nonNilEvents(evs []machine.Event) []machine.Event {
 	}
 	return evs
 }
+
+// Note records an event on a machine that changes no state (a telemetry
+// alert firing or resolving): the machine's event log is where operators
+// look first.
+func (s *Service) Note(ctx context.Context, machineID, kind, actor, message string) {
+	s.event(ctx, machine.Event{Machine: machineID, Kind: kind, Actor: actor, Message: message})
+}

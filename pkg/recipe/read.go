@@ -281,7 +281,11 @@ func recipeFiles(dir string) []string {
 	return out
 }
 
-// IsRecipeFile reports whether a file name looks like a recipe (.yaml or .yml).
+// IsRecipeFile reports whether a file name looks like a recipe (.yaml or
+// .yml); racks.yaml beside the recipes declares racks (pkg/rack).
 func IsRecipeFile(name string) bool {
+	if base := filepath.Base(name); base == "racks.yaml" || base == "racks.yml" {
+		return false
+	}
 	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
 }

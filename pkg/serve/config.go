@@ -99,6 +99,12 @@ type Config struct {
 	// on request, `ingot bmc rotate`).
 	BMCRotateEvery time.Duration `yaml:"bmc_rotate_every"`
 
+	// Telemetry: every enrolled BMC is polled each TelemetryInterval (0:
+	// never); alert transitions go to AlertWebhook and AlertmanagerURL too.
+	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
+	AlertWebhook      string        `yaml:"alert_webhook"`
+	AlertmanagerURL   string        `yaml:"alertmanager_url"`
+
 	// AgentBinding ties a credential requester's address to a machine's
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
 	// with --dhcp full and neighbour otherwise.
@@ -118,6 +124,7 @@ func Defaults() Config {
 		HTTPIdleTimeout:       time.Minute,
 		HTTPMaxConnsPerClient: 32,
 		PublicRate:            20,
+		TelemetryInterval:     time.Minute,
 		RA:                    true,
 		DHCP:                  "full",
 		LeaseTime:             time.Hour,
@@ -182,6 +189,9 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.BMCCredentialEnvPrefix, "bmc-credential-env-prefix", c.BMCCredentialEnvPrefix, "BMC credential references may name environment variables only with this prefix (env:PREFIXNODE)")
 	fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "key file secrets are sealed with (0600; default DATA/secrets.key, made on first start; keep it out of database backups)")
 	fs.DurationVar(&c.BMCRotateEvery, "bmc-rotate-every", c.BMCRotateEvery, "rotate each secret: BMC password this often, e.g. 720h (0: only with ingot bmc rotate)")
+	fs.DurationVar(&c.TelemetryInterval, "telemetry-interval", c.TelemetryInterval, "poll every enrolled BMC this often for power, temperatures, fans and PSUs (0: off)")
+	fs.StringVar(&c.AlertWebhook, "alert-webhook", c.AlertWebhook, "POST every alert that fires or resolves to this URL as JSON")
+	fs.StringVar(&c.AlertmanagerURL, "alertmanager-url", c.AlertmanagerURL, "send alerts to this Alertmanager (or compatible) at URL/api/v2/alerts")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 }
@@ -336,6 +346,14 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if c.TelemetryInterval < 0 || (c.TelemetryInterval > 0 && c.TelemetryInterval < 5*time.Second) {
+		return fmt.Errorf("--telemetry-interval %s: expected 0 (off) or at least 5s (BMCs answer slowly)", c.TelemetryInterval)
+	}
+	for flag, u := range map[string]string{"--alert-webhook": c.AlertWebhook, "--alertmanager-url": c.AlertmanagerURL} {
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return fmt.Errorf("%s %q: expected an http:// or https:// URL", flag, u)
+		}
 	}
 	if c.PublicRate < 0 {
 		return fmt.Errorf("--public-rate %g: expected requests per second, 0 for no limit", c.PublicRate)

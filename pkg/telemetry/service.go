@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -41,6 +43,8 @@ type Config struct {
 	Parallel int
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Racks is racks.yaml as it stands (power budgets, PUE, tariff).
+	Racks func() []rack.Rack
 }
 
 // Service polls BMCs and keeps readings and alerts. Safe for concurrent use.
@@ -310,3 +314,39 @@ func (s *Service) Last() []Current {
 
 // Aggregates is the 5-minute aggregator (power report, retention).
 func (s *Service) Aggregates() *Aggregator { return s.agg }
+
+// Report is the power and cost report over the last window (at most
+// Retention), for one rack or all (rackName ""); tariff and pue override
+// the racks' when not 0.
+func (s *Service) Report(ctx context.Context, window time.Duration, rackName string, tariff, pue float64) (Report, error) {
+	if window <= 0 || window > Retention {
+		return Report{}, fmt.Errorf("window %s: expected more than 0 and at most %s (older aggregates are not kept; Prometheus has the history)", window, Retention)
+	}
+	ms, err := s.cfg.Machines(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	if rackName != "" {
+		ms = slices.DeleteFunc(ms, func(m machine.Machine) bool { return m.Rack != rackName })
+	}
+	var racks []rack.Rack
+	if s.cfg.Racks != nil {
+		racks = s.cfg.Racks()
+	}
+	to := s.cfg.Now()
+	from := to.Add(-window)
+	return BuildReport(ReportInput{Machines: ms, Racks: racks, Window: window, Tariff: tariff, PUE: pue,
+		GPUs: func(m machine.Machine) int {
+			r, err := s.cfg.Recipes(m.Recipe)
+			if err != nil || m.Recipe == "" {
+				return 0
+			}
+			n := 0
+			for _, g := range r.Hardware.GPUs {
+				n += g.Count
+			}
+			return n
+		},
+		Buckets: func(id string) []Bucket { return s.agg.Window(id, from, to) },
+	}), nil
+}

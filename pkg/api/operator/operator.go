@@ -215,3 +215,83 @@ type BMCRotation struct {
 // BackupKeyHeader names, on a backup's answer (POST /api/v1/backup), the
 // ID of the secret key its sealed secrets need; the key is never in it.
 const BackupKeyHeader = "X-Ingot-Secret-Key"
+
+// Alert is a pending or firing telemetry alert (GET /api/v1/alerts).
+type Alert struct {
+	Rule      string    `json:"rule"`
+	Machine   string    `json:"machine"`
+	Rack      string    `json:"rack,omitempty"`
+	Recipe    string    `json:"recipe,omitempty"`
+	Severity  string    `json:"severity"`
+	State     string    `json:"state"`
+	Reading   string    `json:"reading"`
+	Threshold string    `json:"threshold"`
+	Summary   string    `json:"summary"`
+	Action    string    `json:"action"`
+	Since     time.Time `json:"since"`
+	FiredAt   time.Time `json:"fired_at,omitzero"`
+	Silenced  bool      `json:"silenced,omitempty"`
+}
+
+// Reading is a machine's last BMC poll (GET /api/v1/readings).
+type Reading struct {
+	Machine           string    `json:"machine"`
+	Rack              string    `json:"rack,omitempty"`
+	Recipe            string    `json:"recipe,omitempty"`
+	Time              time.Time `json:"time"`
+	Up                bool      `json:"up"`
+	Error             string    `json:"error,omitempty"`
+	PowerOn           bool      `json:"power_on"`
+	Watts             float64   `json:"watts,omitempty"`
+	PSUInputWatts     float64   `json:"psu_input_watts,omitempty"`
+	PSUOutputWatts    float64   `json:"psu_output_watts,omitempty"`
+	PSURedundancyLost bool      `json:"psu_redundancy_lost,omitempty"`
+	InletC            float64   `json:"inlet_c,omitempty"`
+	ExhaustC          float64   `json:"exhaust_c,omitempty"`
+	CPUMaxC           float64   `json:"cpu_max_c,omitempty"`
+	GPUMaxC           float64   `json:"gpu_max_c,omitempty"`
+	FansFailed        []string  `json:"fans_failed,omitempty"`
+	Path              string    `json:"path,omitempty"`
+	PollSeconds       float64   `json:"poll_seconds"`
+	Problems          []string  `json:"problems,omitempty"`
+}
+
+// PowerReport answers GET /api/v1/power/report.
+type PowerReport struct {
+	Window string      `json:"window"`
+	Nodes  []NodePower `json:"nodes"`
+	Racks  []RackPower `json:"racks"`
+}
+
+// NodePower is one machine's power and cost over the window.
+type NodePower struct {
+	Machine        string  `json:"machine"`
+	Rack           string  `json:"rack,omitempty"`
+	Recipe         string  `json:"recipe,omitempty"`
+	GPUs           int     `json:"gpus"`
+	Buckets        int     `json:"buckets"`
+	MedianWatts    float64 `json:"median_watts"`
+	P95Watts       float64 `json:"p95_watts"`
+	MeanWatts      float64 `json:"mean_watts"`
+	KWhPerDay      float64 `json:"kwh_per_day"`
+	CostPerDay     float64 `json:"cost_per_day"`
+	CostPerGPUHour float64 `json:"cost_per_gpu_hour"`
+	PSUEfficiency  float64 `json:"psu_efficiency,omitempty"`
+	WattsPerGPU    float64 `json:"watts_per_gpu,omitempty"`
+	Inefficient    string  `json:"inefficient,omitempty"`
+}
+
+// RackPower is one rack's draw against its budget.
+type RackPower struct {
+	Rack        string  `json:"rack"`
+	Nodes       int     `json:"nodes"`
+	MedianWatts float64 `json:"median_watts"`
+	P95Watts    float64 `json:"p95_watts"`
+	BudgetWatts float64 `json:"budget_watts"`
+	Headroom    float64 `json:"headroom_watts"`
+	KWhPerDay   float64 `json:"kwh_per_day"`
+	CostPerDay  float64 `json:"cost_per_day"`
+	OverBudget  bool    `json:"over_budget"`
+	PUE         float64 `json:"pue"`
+	Tariff      float64 `json:"tariff"`
+}

@@ -1,0 +1,79 @@
+package apiserver
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+)
+
+func (s *Server) listAlerts(w http.ResponseWriter, _ *http.Request, _ principal) error {
+	out := []wire.Alert{}
+	if s.telemetry != nil {
+		for _, a := range s.telemetry.Alerts() {
+			out = append(out, wire.Alert{Rule: a.Rule, Machine: a.Name, Rack: a.Rack, Recipe: a.Recipe, Severity: a.Severity,
+				State: a.State, Reading: a.Reading, Threshold: a.Threshold, Summary: a.Summary, Action: a.Action,
+				Since: a.Since, FiredAt: a.FiredAt, Silenced: a.Silenced})
+		}
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
+
+func (s *Server) listReadings(w http.ResponseWriter, _ *http.Request, _ principal) error {
+	out := []wire.Reading{}
+	if s.telemetry != nil {
+		for _, c := range s.telemetry.Last() {
+			m, r := c.Machine, c.Sample
+			out = append(out, wire.Reading{Machine: m.Name, Rack: m.Rack, Recipe: m.Recipe, Time: r.Time, Up: r.Up, Error: r.Err,
+				PowerOn: r.PowerOn, Watts: r.Watts, PSUInputWatts: r.PSUInputWatts, PSUOutputWatts: r.PSUOutputWatts,
+				PSURedundancyLost: r.PSURedundancyLost, InletC: r.InletC, ExhaustC: r.ExhaustC, CPUMaxC: r.CPUMaxC, GPUMaxC: r.GPUMaxC,
+				FansFailed: r.FansFailed, Path: r.Path, PollSeconds: r.Took.Seconds(), Problems: r.Problems})
+		}
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
+
+func (s *Server) getPowerReport(w http.ResponseWriter, r *http.Request, _ principal) error {
+	if s.telemetry == nil {
+		return errorf(http.StatusNotImplemented, "this server polls no BMCs (serve --telemetry-interval 0)")
+	}
+	q := r.URL.Query()
+	window := 24 * time.Hour
+	if v := q.Get("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return errorf(http.StatusBadRequest, "window %q: expected a duration such as 24h", v)
+		}
+		window = d
+	}
+	var num [2]float64
+	for i, k := range []string{"tariff", "pue"} {
+		if v := q.Get(k); v != "" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 0 {
+				return errorf(http.StatusBadRequest, "%s %q: expected a number of 0 or more", k, v)
+			}
+			num[i] = f
+		}
+	}
+	rep, err := s.telemetry.Report(r.Context(), window, q.Get("rack"), num[0], num[1])
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	out := wire.PowerReport{Window: rep.Window.String(), Nodes: []wire.NodePower{}, Racks: []wire.RackPower{}}
+	for _, n := range rep.Nodes {
+		out.Nodes = append(out.Nodes, wire.NodePower{Machine: n.Machine, Rack: n.Rack, Recipe: n.Recipe, GPUs: n.GPUs, Buckets: n.Buckets,
+			MedianWatts: n.MedianW, P95Watts: n.P95W, MeanWatts: n.MeanW, KWhPerDay: n.KWhPerDay, CostPerDay: n.CostPerDay,
+			CostPerGPUHour: n.CostPerGPUHour, PSUEfficiency: n.PSUEfficiency, WattsPerGPU: n.WattsPerGPU, Inefficient: n.Inefficient})
+	}
+	for _, rk := range rep.Racks {
+		out.Racks = append(out.Racks, wire.RackPower{Rack: rk.Rack, Nodes: rk.Nodes, MedianWatts: rk.MedianW, P95Watts: rk.P95W,
+			BudgetWatts: rk.BudgetW, Headroom: rk.HeadroomW, KWhPerDay: rk.KWhPerDay, CostPerDay: rk.CostPerDay, OverBudget: rk.OverBudget,
+			PUE: rk.PUE, Tariff: rk.Tariff})
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
