@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -105,6 +106,11 @@ type Config struct {
 	Defaults recipe.Timeouts
 	// DHCP is serve's DHCP, for recipes' network.pool; zero: not known.
 	DHCP DHCPInfo
+	// Racks is racks.yaml as it stands: rollouts are refused when they
+	// would put a rack over its power budget at the recipe's load watts,
+	// and waves power on no more machines a rack at once than its
+	// start-up margin covers. nil: no power checks.
+	Racks func() []rack.Rack
 }
 
 // Engine runs provisioning jobs.
@@ -121,6 +127,7 @@ type Engine struct {
 	sample    time.Duration
 	defaults  recipe.Timeouts
 	dhcp      DHCPInfo
+	racks     func() []rack.Rack
 
 	mu       sync.Mutex      // serializes job step changes
 	kick     chan string     // job IDs whose BMC step should run now
@@ -138,7 +145,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP,
+		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {

@@ -104,7 +104,11 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("rollout: no machines use recipe %s", sp.Recipe)
 	}
-	st := RolloutStatus{Waves: Waves(ms, sp.Canary, sp.Batch, sp.PerRack), Jobs: map[string]string{}, Failed: map[string]string{}}
+	perRack, err := e.rackPower(ctx, r, ms, sp.PerRack)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: %w", err)
+	}
+	st := RolloutStatus{Waves: Waves(ms, sp.Canary, sp.Batch, perRack), Jobs: map[string]string{}, Failed: map[string]string{}}
 	if err := lonePairs(r, st.Waves); err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}

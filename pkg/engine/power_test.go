@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/rack"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+)
+
+// A rollout of 20 machines across two racks: refused before it starts when
+// one rack would go over its budget at the recipe's load watts (counting
+// the machines already there), and otherwise staggered so that no wave
+// powers on more machines in a rack than its start-up margin covers.
+func TestRolloutRackPower(t *testing.T) {
+	s := storetest.Open(t)
+	recipes := map[string]*recipe.Recipe{
+		"gpu": {Name: "gpu", Power: recipe.Power{LoadWatts: 1000}},
+		"cpu": {Name: "cpu", Power: recipe.Power{LoadWatts: 500}},
+	}
+	// Rack a: 230 V x 80 A x 0.8 - 2500 = 12220 W, holds 10 x 1000 W; its
+	// margin covers 2 machines starting at once. Rack b at 63 A: 9092 W,
+	// less than 10 x 1000 W + the 2 x 500 W machines already there.
+	racks := []rack.Rack{
+		{Name: "a", FeedVolts: 230, Phases: 1, BreakerAmps: 80, StartupMarginWatts: 2500},
+		{Name: "b", FeedVolts: 230, Phases: 1, BreakerAmps: 63, StartupMarginWatts: 2500},
+	}
+	e, err := New(Config{Store: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
+		Recipes: func(n string) (*recipe.Recipe, error) {
+			if r, ok := recipes[n]; ok {
+				return r, nil
+			}
+			return nil, fmt.Errorf("no recipe %s", n)
+		},
+		Racks: func() []rack.Rack { return racks }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 20 {
+		rk := "a"
+		if i >= 10 {
+			rk = "b"
+		}
+		m := &machine.Machine{Name: fmt.Sprintf("gpu-%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:01:%02x", i)}, Recipe: "gpu", Rack: rk, State: machine.StateEnrolled}
+		if err := s.CreateMachine(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		s.CreateMachine(ctx, &machine.Machine{Name: fmt.Sprintf("cpu-%d", i), MACs: []string{fmt.Sprintf("52:54:00:00:02:%02x", i)}, Recipe: "cpu", Rack: "b"})
+	}
+	_, err = e.StartRollout(ctx, RolloutSpec{Recipe: "gpu", Batch: 6}, "test")
+	if err == nil || !strings.Contains(err.Error(), "rack b: 10 x 1000 W (gpu load_watts) + 1000 W of the machines already there = 11000 W, over its budget of 9092 W") {
+		t.Fatalf("rollout over rack b's budget: %v", err)
+	}
+	if strings.Contains(err.Error(), "rack a") {
+		t.Errorf("rack a named although it fits: %v", err)
+	}
+	racks[1].BreakerAmps = 80 // 12220 W: fits
+	j, err := e.StartRollout(ctx, RolloutSpec{Recipe: "gpu", Batch: 6}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st RolloutStatus
+	json.Unmarshal(j.Status, &st)
+	ms, _ := s.ListMachines(ctx, store.MachineFilter{})
+	rackOf := map[string]string{}
+	for _, m := range ms {
+		rackOf[m.ID] = m.Rack
+	}
+	total := 0
+	for i, w := range st.Waves {
+		per := map[string]int{}
+		for _, id := range w {
+			per[rackOf[id]]++
+			total++
+		}
+		for rk, n := range per {
+			if n > 2 {
+				t.Errorf("wave %d powers on %d machines in rack %s; its start-up margin covers 2", i+1, n, rk)
+			}
+		}
+	}
+	if total != 20 {
+		t.Errorf("waves hold %d machines, want 20", total)
+	}
+}
