@@ -255,3 +255,55 @@ func TestDiscoveryCap(t *testing.T) {
 		t.Errorf("a known MAC at the limit: %v, want its machine", err)
 	}
 }
+
+// The periodic refresh inspects ready machines (not others) and records
+// drift from the recipe as an inspect event.
+func TestRunRefresh(t *testing.T) {
+	b := &fakeBMC{inv: machine.Inventory{GPUs: make([]machine.GPU, 7)}}
+	for i := range b.inv.GPUs {
+		b.inv.GPUs[i] = machine.GPU{Vendor: "NVIDIA", Model: "H100"}
+	}
+	s, st := newFleet(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready, other := node("ready-1"), node("enrolled-1")
+	other.MACs, other.BMC.Endpoint = []string{"52:54:00:aa:00:02"}, "https://10.0.0.6"
+	for _, m := range []*machine.Machine{&ready, &other} {
+		if _, err := s.Enroll(ctx, *m, "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.UpdateMachine(ctx, "ready-1", func(m *machine.Machine) error { m.State = machine.StateReady; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.RunRefresh(ctx, 20*time.Millisecond) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		evs, _ := s.Events(ctx, "ready-1", 0, 0)
+		var found bool
+		for _, ev := range evs {
+			if ev.Kind == "inspect" && ev.Actor == "inventory-refresh" && strings.Contains(ev.Message, "critical") {
+				found = true
+			}
+		}
+		if found {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refresh inspect event with the 7-of-8-GPU drift: %+v", evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if evs, _ := s.Events(ctx, "enrolled-1", 0, 0); len(evs) > 1 {
+		for _, ev := range evs {
+			if ev.Kind == "inspect" {
+				t.Errorf("a machine not ready was refreshed: %+v", ev)
+			}
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

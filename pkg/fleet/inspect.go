@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/drift"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // Inspection is what Inspect read and judged.
@@ -96,4 +98,41 @@ func inspectEvent(m *machine.Machine, res *Inspection, actor string) machine.Eve
 		Fields: map[string]string{"snapshot": strconv.FormatUint(res.Snapshot, 10), "source": "redfish", "bmc": m.BMC.Endpoint,
 			"critical": strconv.Itoa(n[drift.Critical]), "warning": strconv.Itoa(n[drift.Warning]),
 			"info": strconv.Itoa(n[drift.Info]), "problems": strconv.Itoa(len(inv.Problems))}}
+}
+
+// RunRefresh inspects every ready machine with a BMC once per every
+// (serve --inventory-refresh; 0 never), one after another: a GPU off the
+// bus, a DIMM gone or firmware changed outside a recipe becomes a drift
+// finding in an inspect event, and a new inventory snapshot. A machine in
+// a job is skipped until the next round.
+func (s *Service) RunRefresh(ctx context.Context, every time.Duration) error {
+	if every <= 0 || s.dial == nil {
+		<-ctx.Done()
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(every):
+		}
+		ms, err := s.store.ListMachines(ctx, store.MachineFilter{State: machine.StateReady})
+		if err != nil {
+			s.log.Warn("inventory refresh: listing machines", "err", err)
+			continue
+		}
+		for _, m := range ms {
+			if m.BMC.Endpoint == "" || ctx.Err() != nil {
+				continue
+			}
+			res, err := s.Inspect(ctx, m.ID, "inventory-refresh")
+			switch {
+			case errors.Is(err, ErrBusy):
+			case err != nil:
+				s.log.Warn("inventory refresh failed", "machine", m.Name, "err", err)
+			case len(res.Findings) > 0:
+				s.log.Warn("inventory refresh: drift from the recipe", "machine", m.Name, "summary", res.Summary)
+			}
+		}
+	}
 }

@@ -102,8 +102,11 @@ type Config struct {
 	// Telemetry: every enrolled BMC is polled each TelemetryInterval (0:
 	// never); alert transitions go to AlertWebhook and AlertmanagerURL too.
 	TelemetryInterval time.Duration `yaml:"telemetry_interval"`
-	AlertWebhook      string        `yaml:"alert_webhook"`
-	AlertmanagerURL   string        `yaml:"alertmanager_url"`
+	// InventoryRefresh inspects every ready machine through its BMC this
+	// often (drift from the recipe becomes an event; 0: never).
+	InventoryRefresh time.Duration `yaml:"inventory_refresh"`
+	AlertWebhook     string        `yaml:"alert_webhook"`
+	AlertmanagerURL  string        `yaml:"alertmanager_url"`
 
 	// AgentBinding ties a credential requester's address to a machine's
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
@@ -125,6 +128,7 @@ func Defaults() Config {
 		HTTPMaxConnsPerClient: 32,
 		PublicRate:            20,
 		TelemetryInterval:     time.Minute,
+		InventoryRefresh:      24 * time.Hour,
 		RA:                    true,
 		DHCP:                  "full",
 		LeaseTime:             time.Hour,
@@ -190,6 +194,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "key file secrets are sealed with (0600; default DATA/secrets.key, made on first start; keep it out of database backups)")
 	fs.DurationVar(&c.BMCRotateEvery, "bmc-rotate-every", c.BMCRotateEvery, "rotate each secret: BMC password this often, e.g. 720h (0: only with ingot bmc rotate)")
 	fs.DurationVar(&c.TelemetryInterval, "telemetry-interval", c.TelemetryInterval, "poll every enrolled BMC this often for power, temperatures, fans and PSUs (0: off)")
+	fs.DurationVar(&c.InventoryRefresh, "inventory-refresh", c.InventoryRefresh, "inspect every ready machine through its BMC this often; drift from its recipe (a GPU off the bus, a DIMM gone, firmware changed) becomes an event (0: never)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", c.AlertWebhook, "POST every alert that fires or resolves to this URL as JSON")
 	fs.StringVar(&c.AlertmanagerURL, "alertmanager-url", c.AlertmanagerURL, "send alerts to this Alertmanager (or compatible) at URL/api/v2/alerts")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
