@@ -188,6 +188,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/alerts", operator, s.listAlerts, 0},
 		{"GET", "/api/v1/readings", operator, s.listReadings, 0},
 		{"GET", "/api/v1/power/report", operator, s.getPowerReport, 0},
+		{"GET", "/api/v1/plan/capacity", operator, s.getCapacityPlan, 0},
 		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
 		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
 		{"GET", api.PathTask, agent, s.agentTask, 0},

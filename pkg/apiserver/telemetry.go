@@ -77,3 +77,43 @@ func (s *Server) getPowerReport(w http.ResponseWriter, r *http.Request, _ princi
 	writeJSON(w, 200, out)
 	return nil
 }
+
+func (s *Server) getCapacityPlan(w http.ResponseWriter, r *http.Request, _ principal) error {
+	if s.telemetry == nil {
+		return errorf(http.StatusNotImplemented, "this server polls no BMCs (serve --telemetry-interval 0)")
+	}
+	q := r.URL.Query()
+	rc, err := s.recipes(q.Get("recipe"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "recipe %q: %v", q.Get("recipe"), err)
+	}
+	count, err := strconv.Atoi(q.Get("count"))
+	if err != nil {
+		return errorf(http.StatusBadRequest, "count %q: expected a number of servers", q.Get("count"))
+	}
+	var f [3]float64
+	for i, k := range []string{"utilization", "tariff", "pue"} {
+		v := q.Get(k)
+		if v == "" {
+			continue
+		}
+		if f[i], err = strconv.ParseFloat(v, 64); err != nil || f[i] < 0 {
+			return errorf(http.StatusBadRequest, "%s %q: expected a number of 0 or more", k, v)
+		}
+	}
+	if f[0] == 0 {
+		f[0] = 0.8 // conservative: GPUs rarely idle in a training fleet
+	}
+	p, err := s.telemetry.PlanCapacity(r.Context(), rc, count, f[0], f[1], f[2])
+	if err != nil {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	out := wire.CapacityPlan{Recipe: p.Recipe, Count: p.Count, LoadWatts: p.LoadWatts, IdleWatts: p.IdleWatts, Measured: p.Measured,
+		Nodes: p.Nodes, Utilization: p.Utilization, KWhPerMonth: p.KWhPerMonth, CostPerMonth: p.CostPerMonth, CostPerGPUHour: p.CostPerGPUHour,
+		PUE: p.PUE, Tariff: p.Tariff, PlannedAtLoadKW: p.PlannedAtLoadKW, Racks: []wire.RackRoom{}}
+	for _, rr := range p.Racks {
+		out.Racks = append(out.Racks, wire.RackRoom{Rack: rr.Rack, Headroom: rr.HeadroomW, Fits: rr.Fits})
+	}
+	writeJSON(w, 200, out)
+	return nil
+}

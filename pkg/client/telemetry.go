@@ -44,3 +44,17 @@ func (c *Client) PowerReport(ctx context.Context, window time.Duration, rack str
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/power/report?"+q.Encode(), nil, &out)
 	return &out, err
 }
+
+// PlanCapacity asks what count more servers of recipe would draw and cost
+// per month at utilization (0: the server's default).
+func (c *Client) PlanCapacity(ctx context.Context, recipe string, count int, utilization, tariff, pue float64) (*wire.CapacityPlan, error) {
+	q := url.Values{"recipe": {recipe}, "count": {strconv.Itoa(count)}}
+	for k, v := range map[string]float64{"utilization": utilization, "tariff": tariff, "pue": pue} {
+		if v > 0 {
+			q.Set(k, strconv.FormatFloat(v, 'f', -1, 64))
+		}
+	}
+	var out wire.CapacityPlan
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/plan/capacity?"+q.Encode(), nil, &out)
+	return &out, err
+}

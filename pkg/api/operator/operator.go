@@ -295,3 +295,29 @@ type RackPower struct {
 	PUE         float64 `json:"pue"`
 	Tariff      float64 `json:"tariff"`
 }
+
+// CapacityPlan answers GET /api/v1/plan/capacity: what Count more servers
+// of a class would draw and cost, and which racks have room.
+type CapacityPlan struct {
+	Recipe          string     `json:"recipe"`
+	Count           int        `json:"count"`
+	LoadWatts       float64    `json:"load_watts"`
+	IdleWatts       float64    `json:"idle_watts"`
+	Measured        bool       `json:"measured"` // false: the recipe's power section, an estimate
+	Nodes           int        `json:"nodes"`    // machines measured
+	Utilization     float64    `json:"utilization"`
+	KWhPerMonth     float64    `json:"kwh_per_month"`
+	CostPerMonth    float64    `json:"cost_per_month"`
+	CostPerGPUHour  float64    `json:"cost_per_gpu_hour"`
+	PUE             float64    `json:"pue"`
+	Tariff          float64    `json:"tariff"`
+	PlannedAtLoadKW float64    `json:"planned_at_load_kw"`
+	Racks           []RackRoom `json:"racks"`
+}
+
+// RackRoom is how many more servers of the class a rack holds at load.
+type RackRoom struct {
+	Rack     string  `json:"rack"`
+	Headroom float64 `json:"headroom_watts"`
+	Fits     int     `json:"fits"`
+}
