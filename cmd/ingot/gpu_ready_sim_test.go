@@ -197,7 +197,7 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	}
 	recipes, names := cat.Get, cat.Names
 	st := storetest.Open(t)
-	prov, err := newProvisioning(st, arts, recipes, names, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: os.TempDir()}, nil, nil, slog.New(slog.DiscardHandler))
+	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, Binding: "first-use", Creds: credential.Policy{Dir: os.TempDir()}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func TestMachineCLIErrors(t *testing.T) {
 		"upper-case name":   {[]string{"machine", "add", "GPU-02", "--mac", "52:54:00:aa:bb:02"}, `'G' is not allowed; expected a DNS-style name`},
 		"no name":           {[]string{"machine", "add", "--mac", "52:54:00:aa:bb:02"}, "expected 1 argument(s) NAME, got 0"},
 		"bad BMC":           {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc", "10.0.0.5"}, `bmc.endpoint "10.0.0.5": expected a URL like https://10.0.0.5`},
-		"bad cred":          {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "hunter2"}, `bmc.credential_ref "hunter2": expected file:PATH or env:VARIABLE`},
+		"bad cred":          {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "hunter2"}, `bmc.credential_ref "hunter2": expected secret:NAME, file:PATH or env:VARIABLE`},
 		"bad IP":            {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--ip", "::1"}, `ipv4 "::1": expected an IPv4 address`},
 		"cred outside":      {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "file:/etc/shadow"}, "400 Bad Request: enrolling gpu-02: bmc.credential_ref: invalid request: credential reference refused: \"file:/etc/shadow\": file references must name a file inside"},
 		"cred env":          {[]string{"machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:02", "--bmc-cred", "env:HOME"}, "environment references must name a variable starting with INGOT_BMC_"},

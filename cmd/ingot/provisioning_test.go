@@ -197,7 +197,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				}
 			}
 			log := slog.New(slog.DiscardHandler)
-			prov, err := newProvisioning(st, nil, recipes, func() []string { return []string{"rack"} }, "", "first-use", "", engine.DHCPInfo{}, credential.Policy{Dir: dir}, nil, nil, log)
+			prov, err := newProvisioning(provisioningConfig{Store: st, Recipes: recipes, Names: func() []string { return []string{"rack"} }, Binding: "first-use", Creds: credential.Policy{Dir: dir}, Log: log})
 			if err != nil {
 				t.Fatal(err)
 			}

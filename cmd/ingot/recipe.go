@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -71,6 +73,15 @@ func runRecipeLint(_ context.Context, e *env, args []string) error {
 	diags, nfiles := recipe.Options{ImagesDir: *images}.Lint(paths...)
 	if err := writeDiagnostics(e.stdout, *format, diags); err != nil {
 		return err
+	}
+	// racks.yaml beside the recipes is reviewed with them.
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			if _, err := rack.Load(p); err != nil {
+				fmt.Fprintln(e.stdout, err)
+				return exitError(1)
+			}
+		}
 	}
 	errs, warns := countDiagnostics(diags)
 	if errs > 0 || warns > 0 {

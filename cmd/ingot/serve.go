@@ -13,6 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/catalog"
@@ -80,8 +83,11 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prov, err := newProvisioning(st, arts, recipes, names, cfg.PublicURL, cfg.Binding(), cfg.Interface, dhcpInfo,
-		credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv}, keys, publicLimit, log)
+	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, PublicURL: cfg.PublicURL,
+		Binding: cfg.Binding(), Iface: cfg.Interface, DHCP: dhcpInfo,
+		Creds: credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv},
+		Keys:  keys, PublicLimit: publicLimit, Log: log,
+		Telemetry: telemetryConfig{Interval: cfg.TelemetryInterval, Webhook: cfg.AlertWebhook, Alertmanager: cfg.AlertmanagerURL, RacksDir: cfg.Recipes}})
 	if err != nil {
 		return err
 	}
@@ -90,7 +96,17 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	} else if n > 0 {
 		log.Info("expired operator tokens removed at start", "count", n)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	services := []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run),
+		serve.ServiceFunc("bmc-rotation", func(ctx context.Context) error { return prov.fleet.RunRotation(ctx, cfg.BMCRotateEvery) }),
+		serve.ServiceFunc("inventory-refresh", func(ctx context.Context) error { return prov.fleet.RunRefresh(ctx, cfg.InventoryRefresh) })}
+	if prov.telemetry != nil {
+		reg.MustRegister(prov.telemetry.Collector())
+		services = append(services, serve.ServiceFunc("telemetry", prov.telemetry.Run))
+	}
 	return serve.Run(ctx, cfg, serve.Deps{
+		Registry:    reg,
 		Store:       st,
 		Discover:    prov.fleet,
 		Artifacts:   arts,
@@ -100,8 +116,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Mount:       []func(*http.ServeMux){prov.mount},
 		Reload:      tlsHup,
 		PublicLimit: publicLimit,
-		Services: []serve.Service{serve.ServiceFunc("engine", prov.engine.Run), serve.ServiceFunc("recipes", cat.Run),
-			serve.ServiceFunc("bmc-rotation", func(ctx context.Context) error { return prov.fleet.RunRotation(ctx, cfg.BMCRotateEvery) })},
+		Services:    services,
 	})
 }
 

@@ -21,19 +21,42 @@ import (
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/telemetry"
 )
 
 // provisioning is the engine and its API, wired for `ingot serve`.
 type provisioning struct {
-	engine *engine.Engine
-	api    *apiserver.Server
-	fleet  *fleet.Service
+	engine    *engine.Engine
+	api       *apiserver.Server
+	fleet     *fleet.Service
+	telemetry *telemetry.Service // nil: BMCs are not polled
+}
+
+// provisioningConfig is what newProvisioning builds from.
+type provisioningConfig struct {
+	Store     store.Store
+	Artifacts *artifact.Store
+	Recipes   func(string) (*recipe.Recipe, error)
+	Names     func() []string
+	PublicURL string
+	Binding   string
+	Iface     string
+	DHCP      engine.DHCPInfo
+	Creds     credential.Policy
+	Keys      *secret.Keyring
+	// PublicLimit bounds the credential-less routes per address.
+	PublicLimit *ratelimit.Limiter
+	// Telemetry polls BMCs when its Interval is set.
+	Telemetry telemetryConfig
+	Log       *slog.Logger
 }
 
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
-// each machine's reference, drift from pkg/drift) and the API on top of it.
-func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) (*recipe.Recipe, error),
-	names func() []string, publicURL, binding, iface string, dhcpInfo engine.DHCPInfo, creds credential.Policy, keys *secret.Keyring, publicLimit *ratelimit.Limiter, log *slog.Logger) (*provisioning, error) {
+// each machine's reference, drift from pkg/drift), the fleet, telemetry
+// and the API on top of them.
+func newProvisioning(c provisioningConfig) (*provisioning, error) {
+	st, arts, recipes, names, publicURL, binding, iface := c.Store, c.Artifacts, c.Recipes, c.Names, c.PublicURL, c.Binding, c.Iface
+	dhcpInfo, creds, keys, publicLimit, log := c.DHCP, c.Creds, c.Keys, c.PublicLimit, c.Log
 	var fl *fleet.Service // made below; the engine's dials resolve secret: references through it
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
 		return dialMachineBMC(ctx, m, fl.Credentials(), log)
@@ -49,6 +72,7 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	}
 	e, err := engine.New(engine.Config{
 		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
+		Racks: racksIn(c.Telemetry.RacksDir, log),
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {
@@ -85,13 +109,19 @@ func newProvisioning(st store.Store, arts *artifact.Store, recipes func(string) 
 	if err != nil {
 		return nil, err
 	}
-	api, err := apiserver.New(apiserver.Config{Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
+	var tel *telemetry.Service
+	if c.Telemetry.Interval > 0 {
+		if tel, err = newTelemetry(c.Telemetry, fl, recipes, bmc.NewPool(nil), log); err != nil {
+			return nil, err
+		}
+	}
+	api, err := apiserver.New(apiserver.Config{Telemetry: tel, Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
 		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version, PublicLimit: publicLimit,
 		Images: func() ([]wire.Image, error) { return listImages(arts) }})
 	if err != nil {
 		return nil, err
 	}
-	return &provisioning{engine: e, api: api, fleet: fl}, nil
+	return &provisioning{engine: e, api: api, fleet: fl, telemetry: tel}, nil
 }
 
 // listImages lists the content store's images for the API.

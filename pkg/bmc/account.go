@@ -65,13 +65,21 @@ func (c *Client) RotatePassword(ctx context.Context, account, newPassword string
 	if !own {
 		return c.logout(newAPI) // another account: proven, and nothing of ours changes
 	}
-	// The new password works: switch to its session and log out the old one.
+	// The new password works: switch to its session and log out the old one
+	// (the session in force for it, where the renewer replaced the first).
 	c.mu.Lock()
 	old := c.api
 	c.api, c.basic = newAPI, basic
 	c.cfg.Password = newPassword
 	c.mu.Unlock()
-	if err := c.logout(old); err != nil {
+	var oldToken, oldLocation string
+	if old != nil {
+		if s, err := old.GetSession(); err == nil && s.ID != "" {
+			oldToken, oldLocation = c.ren.current(s.Token, s.ID)
+		}
+	}
+	c.adopt(newAPI)
+	if err := c.logoutSession(oldToken, oldLocation); err != nil {
 		c.log.Warn("bmc logout of the old session failed after rotation", "bmc", c.cfg.Endpoint, "err", err)
 	}
 	return nil

@@ -1,14 +1,17 @@
 // Package bmc talks to a server's baseboard management controller over
 // Redfish: power, one-time boot override, BIOS attributes, firmware and
-// hardware inventory, virtual media and account password rotation.
+// hardware inventory, sensor readings for telemetry (Readings), virtual
+// media and account password rotation.
 //
 // It wraps gofish with the connection policy real BMCs need: session auth
 // with a fallback to HTTP basic, TLS verified by default, separate connect
 // and read timeouts, retries with backoff on 5xx/409/connection errors,
 // at most MaxInFlight requests at once per BMC (enforced in the
-// http.RoundTripper, so gofish's own fan-out obeys it too), and sessions
-// always logged out on Close. Every method takes a context that bounds that
-// call alone. Errors are *Error values classified by Kind.
+// http.RoundTripper, so gofish's own fan-out obeys it too), a session the
+// BMC ended renewed once (never a second try of a refused password), and
+// sessions always logged out on Close. A Pool shares one Client per BMC
+// among all callers. Every method takes a context that bounds that call
+// alone. Errors are *Error values classified by Kind.
 package bmc
 
 import (
@@ -51,24 +54,34 @@ type Config struct {
 	PowerOffTimeout time.Duration // graceful shutdown before forcing off; default 5m
 	PollInterval    time.Duration // power state polling; default 2s
 
-	Logger *slog.Logger // default: silent
+	Logger *slog.Logger     // default: silent
+	Now    func() time.Time // clock for Readings.Taken; default time.Now
 }
 
 // DialFunc opens a Client; the engine and tests replace it.
 type DialFunc func(ctx context.Context, cfg Config) (*Client, error)
 
 // Client is an authenticated connection to one BMC. It is safe for
-// concurrent use; Close logs out its session.
+// concurrent use (a Pool shares one per BMC); Close logs out its session.
+// A session the BMC ends (idle timeout, BMC reset) is renewed once per
+// request that meets it (see renewer).
 type Client struct {
 	cfg    Config
 	log    *slog.Logger
 	lim    *limiter
+	ren    *renewer
 	http   *http.Client
 	mu     sync.Mutex
 	api    *gofish.APIClient
 	basic  bool   // authenticated with HTTP basic (the BMC offered no sessions)
 	sysURI string // the System power/boot/BIOS act on, once found
 	stale  error  // why no password is known to work any more (api is nil): nothing is sent
+
+	finding       sync.Mutex   // one search for sysURI at a time
+	probing       sync.Mutex   // one Readings probe at a time
+	healthProbing sync.Mutex   // one health probe at a time
+	plan          *readingPlan // how Readings reads this BMC, once probed (readings.go)
+	healthPlan    *healthPlan  // where Readings finds drive, GPU and memory health
 }
 
 func (cfg *Config) defaults() {
@@ -98,6 +111,9 @@ func (cfg *Config) defaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	cfg.Endpoint = strings.TrimRight(cfg.Endpoint, "/")
 }
 
@@ -110,11 +126,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, &Error{Kind: KindInvalid, Endpoint: cfg.Endpoint, Op: "dial",
 			Err: errors.New("endpoint must start with https:// (or http:// for a lab BMC)")}
 	}
-	hc, lim, err := newHTTPClient(cfg)
+	hc, lim, ren, err := newHTTPClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, lim: lim, http: hc}
+	c := &Client{cfg: cfg, log: cfg.Logger, lim: lim, ren: ren, http: hc}
+	ren.login, ren.stop = c.createSession, c.stop
 	if err := c.login(ctx); err != nil {
 		hc.CloseIdleConnections()
 		return nil, err
@@ -123,17 +140,17 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // newHTTPClient builds the transport chain:
-// checker -> retryablehttp -> limiter -> http.Transport.
-func newHTTPClient(cfg Config) (*http.Client, *limiter, error) {
+// renewer -> checker -> retryablehttp -> limiter -> http.Transport.
+func newHTTPClient(cfg Config) (*http.Client, *limiter, *renewer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.CAPool, InsecureSkipVerify: cfg.Insecure} //nolint:gosec // explicit lab opt-in
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bmc %s: reading CA file %s: %w", cfg.Endpoint, cfg.CAFile, err)
+			return nil, nil, nil, fmt.Errorf("bmc %s: reading CA file %s: %w", cfg.Endpoint, cfg.CAFile, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("bmc %s: CA file %s: expected PEM certificates, found none", cfg.Endpoint, cfg.CAFile)
+			return nil, nil, nil, fmt.Errorf("bmc %s: CA file %s: expected PEM certificates, found none", cfg.Endpoint, cfg.CAFile)
 		}
 		tlsConf.RootCAs = pool
 	}
@@ -164,7 +181,8 @@ func newHTTPClient(cfg Config) (*http.Client, *limiter, error) {
 		},
 	}
 	top := &checker{next: &retryablehttp.RoundTripper{Client: rc}, endpoint: cfg.Endpoint}
-	return &http.Client{Transport: top}, lim, nil
+	ren := &renewer{next: top, endpoint: cfg.Endpoint}
+	return &http.Client{Transport: ren}, lim, ren, nil
 }
 
 func (c *Client) gofishConfig(basic bool, user, password string) gofish.ClientConfig {
@@ -189,7 +207,42 @@ func (c *Client) login(ctx context.Context) error {
 	c.mu.Lock()
 	c.api, c.basic = api, basic
 	c.mu.Unlock()
+	c.adopt(api)
 	return nil
+}
+
+// adopt makes api's session (none with basic auth) the one the renewer
+// keeps alive.
+func (c *Client) adopt(api *gofish.APIClient) {
+	s, err := api.GetSession()
+	if err != nil || s.Token == "" {
+		c.ren.adopt("", "")
+		return
+	}
+	c.ren.adopt(s.Token, s.ID)
+}
+
+// stop ends the client after the BMC refused its password at a session
+// renewal: its calls fail at once, sending nothing.
+func (c *Client) stop(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.api, c.stale = nil, err
+}
+
+// stopped returns why the client no longer sends anything (nil while it
+// works, also nil once closed).
+func (c *Client) stopped() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stale
+}
+
+// closed reports a client that sends nothing any more: closed, or stopped.
+func (c *Client) closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.api == nil
 }
 
 // connect opens a gofish client as user, session first.
@@ -207,6 +260,9 @@ func (c *Client) connect(ctx context.Context, user, password string) (*gofish.AP
 		c.logout(api)
 	}
 	sessErr := wrapErr(c.cfg.Endpoint, "dial: reading the service root and creating a session", err)
+	if err != nil && sessionLimit(sessErr) {
+		return nil, false, sessionLimitError(c.cfg.Endpoint, err)
+	}
 	if err != nil && !basicFallback(sessErr) {
 		return nil, false, sessErr
 	}
@@ -250,8 +306,9 @@ func (c *Client) verify(ctx context.Context, api *gofish.APIClient) error {
 	return err
 }
 
-// logout deletes api's session (if any) with a fresh short deadline, so a
-// canceled caller still leaves no session behind.
+// logout deletes api's session (if any; the renewed one where the BMC
+// ended the first) with a fresh short deadline, so a canceled caller still
+// leaves no session behind. A session already gone is no error.
 func (c *Client) logout(api *gofish.APIClient) error {
 	if api == nil {
 		return nil
@@ -260,13 +317,18 @@ func (c *Client) logout(api *gofish.APIClient) error {
 	if err != nil || s.ID == "" {
 		return nil
 	}
+	token, location := c.ren.current(s.Token, s.ID)
+	return c.logoutSession(token, location)
+}
+
+// logoutSession deletes the session at location with a fresh deadline.
+func (c *Client) logoutSession(token, location string) error {
+	if location == "" {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReadTimeout)
 	defer cancel()
-	resp, err := api.WithContext(ctx).Delete(s.ID)
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
-	return wrapErr(c.cfg.Endpoint, "logging out session "+s.ID, err)
+	return wrapErr(c.cfg.Endpoint, "logging out session "+location, c.deleteSession(ctx, location, token))
 }
 
 // Close logs out the session and drops idle connections.

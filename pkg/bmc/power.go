@@ -24,15 +24,33 @@ func (c *Client) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	uri := c.sysURI
 	c.mu.Unlock()
 	if uri == "" {
-		if uri, err = c.findSystem(api); err != nil {
+		if uri, err = c.findSystemOnce(api); err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		c.sysURI = uri
-		c.mu.Unlock()
 	}
 	sys, err := schemas.GetComputerSystem(api, uri)
 	return sys, c.wrap("reading "+uri, err)
+}
+
+// findSystemOnce finds the System's URI and remembers it; concurrent first
+// callers (a shared client) wait for one search.
+func (c *Client) findSystemOnce(api *gofish.APIClient) (string, error) {
+	c.finding.Lock()
+	defer c.finding.Unlock()
+	c.mu.Lock()
+	uri := c.sysURI
+	c.mu.Unlock()
+	if uri != "" {
+		return uri, nil
+	}
+	uri, err := c.findSystem(api)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.sysURI = uri
+	c.mu.Unlock()
+	return uri, nil
 }
 
 // findSystem picks the System's URI from the Systems collection.

@@ -51,6 +51,9 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	l.requests.Add(1)
+	if n, ok := req.Context().Value(countKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
 
 	ctx, cancel := context.WithTimeout(req.Context(), l.readTimeout)
 	defer cancel()
@@ -171,6 +174,11 @@ type trialKey struct{}
 // BMC, is tried again).
 type onceKey struct{}
 
+// countKey holds an *atomic.Int64 in a request context: the limiter counts
+// there every attempt it sends, so one call (Readings) can report what it
+// cost on a client that other callers share.
+type countKey struct{}
+
 // postKey marks an action POST (Reset, InsertMedia ...) in the request
 // context: it must not run twice. (A session login is retried: a duplicate
 // session expires on the BMC, a failed login fails the whole command.)
@@ -210,10 +218,26 @@ func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, err
 	switch s := resp.StatusCode; {
 	case s == http.StatusConflict, s == http.StatusTooManyRequests:
 		return true, nil
+	case s == http.StatusServiceUnavailable && refusedForSessions(resp):
+		return false, nil // only a logout or an expiring session frees one: not seconds away
 	case s >= 500 && s != http.StatusNotImplemented:
 		return true, nil
 	}
 	return false, nil
+}
+
+// refusedForSessions reports a login answered "maximum number of user
+// sessions" (iDRAC's 503 RAC0218, Redfish SessionLimitExceeded). The
+// limiter has read the body into memory; it is put back for the caller.
+func refusedForSessions(resp *http.Response) bool {
+	if resp.Request == nil || resp.Request.Method != http.MethodPost ||
+		!strings.HasSuffix(strings.TrimSuffix(resp.Request.URL.Path, "/"), "/SessionService/Sessions") || resp.Body == nil {
+		return false
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return err == nil && sessionLimitText(string(body))
 }
 
 // backoff waits wait, 2*wait, 4*wait, capped at 4*wait; a Retry-After header

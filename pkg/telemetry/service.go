@@ -210,10 +210,9 @@ func (s *Service) poll(ctx context.Context, n *node) {
 	start := s.cfg.Now()
 	smp := s.cfg.Read(rctx, &m)
 	cancel()
-	smp.Machine = m.ID
-	if smp.Time.IsZero() {
-		smp.Time = start
-	}
+	// The poller's clock stamps samples (holds and clears are measured on
+	// it), not the BMC's.
+	smp.Machine, smp.Time = m.ID, start
 	if smp.Took == 0 {
 		smp.Took = s.cfg.Now().Sub(start)
 	}

@@ -90,7 +90,9 @@ func (b *BMC) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if lim := b.cfg.MaxSessions; lim > 0 && len(b.sessions) >= lim {
-		writeError(w, http.StatusBadRequest, msgSessionLimit(lim))
+		// As iDRAC answers (RAC0218): 503, no Retry-After, since only a
+		// logout or an expiring session frees one.
+		writeError(w, http.StatusServiceUnavailable, msgSessionLimit(lim))
 		return
 	}
 	b.nextSess++

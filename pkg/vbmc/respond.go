@@ -121,10 +121,13 @@ func msgUnavailable() message {
 		[]string{"1"}, "Critical", "Wait for the indicated retry duration and retry the operation."}
 }
 
+// msgSessionLimit is the refusal of a login beyond Config.MaxSessions,
+// worded as iDRAC words it ("The maximum number of user sessions is
+// reached.", RAC0218) under the Base registry's MessageId.
 func msgSessionLimit(limit int) message {
 	return message{"Base.1.0.SessionLimitExceeded",
-		fmt.Sprintf("The session establishment failed due to the number of simultaneous sessions exceeding the limit of the implementation (%d).", limit),
-		nil, "Critical", "Reduce the number of other sessions before trying to establish the session or increase the limit of simultaneous sessions (if supported)."}
+		fmt.Sprintf("The maximum number of user sessions is reached (%d).", limit),
+		[]string{strconv.Itoa(limit)}, "Critical", "Close one or more sessions before opening another session."}
 }
 
 func msgBusy(limit int) message {

@@ -72,9 +72,20 @@ func (b *BMC) etag(p string) string {
 	return b.tree.docs[p].etag
 }
 
-// render returns the body and entity tag to serve for p. The System the
-// Backend drives reports the backend's power state.
+// render returns the body and entity tag to serve for p: the stored
+// resource, with the scripted readings in force (see Scenario).
 func (b *BMC) render(p string) ([]byte, string, bool) {
+	body, etag, ok := b.stored(p)
+	if !ok || b.script == nil {
+		return body, etag, ok
+	}
+	body, etag = b.scripted(p, body, etag)
+	return body, etag, true
+}
+
+// stored returns the body and entity tag of p as the BMC keeps it. The
+// System the Backend drives reports the backend's power state.
+func (b *BMC) stored(p string) ([]byte, string, bool) {
 	if p == b.powered && b.powered != "" {
 		doc, ok := b.peek(p)
 		if !ok {
@@ -130,37 +141,4 @@ func (b *BMC) powerState(p string) string {
 	}
 	s, _ := doc["PowerState"].(string)
 	return s
-}
-
-// expandMembers answers $expand on a collection: each Members link is
-// replaced by the member itself (one level, whatever the $expand options).
-// gofish's AutoExpand trusts a service that advertises ExpandQuery to do
-// this, and would otherwise read every member as empty. Other resources are
-// returned as they are.
-func (b *BMC) expandMembers(p string, body []byte) []byte {
-	doc, err := decodeDoc(body)
-	if err != nil {
-		return body
-	}
-	if _, ok := doc["Members"].([]any); !ok {
-		return body
-	}
-	var out []any
-	for _, m := range members(doc) {
-		mb, _, ok := b.render(m)
-		if !ok {
-			out = append(out, map[string]any{"@odata.id": m})
-			continue
-		}
-		md, err := decodeDoc(mb)
-		if err != nil {
-			return body
-		}
-		out = append(out, md)
-	}
-	doc["Members"] = out
-	if eb, err := encodeDoc(doc); err == nil {
-		return eb
-	}
-	return body
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,9 +33,10 @@ type Config struct {
 	Backend Backend
 	// Faults are injected into every request.
 	Faults Faults
-	// MaxSessions refuses logins beyond this many open sessions (400
-	// Base.1.0.SessionLimitExceeded), as BMCs that lock out clients leaking
-	// sessions do; 0 means no limit.
+	// MaxSessions refuses logins beyond this many open sessions, as BMCs
+	// that lock out clients leaking sessions do: 503 with iDRAC's "The
+	// maximum number of user sessions is reached" (MessageId
+	// Base.1.0.SessionLimitExceeded); 0 means no limit.
 	MaxSessions int
 	// SessionTimeout ends sessions idle this long (the next request with
 	// the token gets 401, as on real BMCs); 0 keeps them until deleted.
@@ -100,6 +102,7 @@ type BMC struct {
 	fails    map[string]*failures      // user name -> failed logins in a row
 	pending  map[string]map[string]any // BIOS resource path -> pending attributes
 	powered  string                    // System the Backend drives ("" = none)
+	script   *script                   // scripted readings (Script), nil: the mockup's
 
 	requests     atomic.Int64
 	inFlight     atomic.Int64
@@ -262,7 +265,7 @@ func public(p string) bool {
 func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		b.get(w, p, r.URL.Query().Has("$expand"))
+		b.get(w, p, r.URL.Query())
 	case http.MethodPost:
 		b.post(w, r, p)
 	case http.MethodPatch:
@@ -274,12 +277,12 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 	}
 }
 
-func (b *BMC) get(w http.ResponseWriter, p string, expand bool) {
+func (b *BMC) get(w http.ResponseWriter, p string, q url.Values) {
 	b.mu.Lock()
 	b.expireLocks()
 	body, etag, ok := b.render(p)
-	if ok && expand {
-		body = b.expandMembers(p, body)
+	if ok && q.Has("$expand") {
+		body = b.expand(body, q.Get("$expand"))
 	}
 	b.mu.Unlock()
 	if !ok {

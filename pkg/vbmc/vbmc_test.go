@@ -175,8 +175,8 @@ func TestMethodNotAllowed(t *testing.T) {
 	c.do(http.MethodDelete, "/redfish/v1/Systems", nil).want(t, 405, "DELETE Systems")
 }
 
-// A client that leaks sessions is locked out at MaxSessions, as on real BMCs,
-// until it logs one out.
+// A client that leaks sessions is locked out at MaxSessions, as on real BMCs
+// (503, iDRAC's wording), until it logs one out.
 func TestMaxSessions(t *testing.T) {
 	_, c := start(t, "gigabyte-ami-h262-z63", func(cfg *Config) { cfg.MaxSessions = 2 })
 	login := func() reply {
@@ -184,9 +184,10 @@ func TestMaxSessions(t *testing.T) {
 	}
 	first := login().want(t, 201, "login 1")
 	login().want(t, 201, "login 2")
-	r := login().want(t, 400, "login 3")
-	if !slices.Equal(errorMessageIDs(r.body), []string{"Base.1.0.SessionLimitExceeded"}) {
-		t.Errorf("body %s", r.raw)
+	r := login().want(t, 503, "login 3")
+	if !slices.Equal(errorMessageIDs(r.body), []string{"Base.1.0.SessionLimitExceeded"}) ||
+		!strings.Contains(string(r.raw), "maximum number of user sessions") {
+		t.Errorf("body %s, want iDRAC's \"maximum number of user sessions\"", r.raw)
 	}
 	c.do(http.MethodDelete, first.header.Get("Location"), nil).want(t, 204, "logout 1")
 	login().want(t, 201, "login after a logout")

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/bmc"
+	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/fleet"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/rack"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/telemetry"
+)
+
+// telemetryConfig is serve's telemetry settings.
+type telemetryConfig struct {
+	Interval     time.Duration // 0: no polling
+	Webhook      string
+	Alertmanager string
+	RacksDir     string // the recipes folder, holding racks.yaml
+}
+
+// newTelemetry builds the BMC poller over the fleet's machines and
+// credentials, reading through pool (one session per BMC, shared with
+// the engine and inspect).
+func newTelemetry(c telemetryConfig, fl *fleet.Service, recipes func(string) (*recipe.Recipe, error), pool *bmc.Pool, log *slog.Logger) (*telemetry.Service, error) {
+	var notify []telemetry.Notifier
+	if c.Webhook != "" {
+		notify = append(notify, telemetry.Webhook{URL: c.Webhook})
+	}
+	if c.Alertmanager != "" {
+		notify = append(notify, telemetry.Alertmanager{URL: c.Alertmanager})
+	}
+	return telemetry.New(telemetry.Config{
+		Machines: func(ctx context.Context) ([]machine.Machine, error) { return fl.List(ctx, store.MachineFilter{}) },
+		Read: func(ctx context.Context, m *machine.Machine) telemetry.Sample {
+			return readBMC(ctx, pool, fl.Credentials(), m, log)
+		},
+		Recipes:  recipes,
+		Event:    func(ctx context.Context, id, msg string) { fl.Note(ctx, id, "alert", "telemetry", msg) },
+		Notify:   notify,
+		Interval: c.Interval,
+		Logger:   log.With("service", "telemetry"),
+		Racks:    racksIn(c.RacksDir, log),
+	})
+}
+
+// racksIn reads dir/racks.yaml at each use (a reviewed change takes effect
+// without a restart); a broken file is logged and judged as no racks.
+func racksIn(dir string, log *slog.Logger) func() []rack.Rack {
+	if dir == "" {
+		return nil
+	}
+	return func() []rack.Rack {
+		rs, err := rack.Load(dir)
+		if err != nil {
+			log.Warn("racks.yaml not read: no rack budgets apply until it is fixed", "err", err)
+		}
+		return rs
+	}
+}
+
+// readBMC polls one machine's BMC through the shared pool.
+func readBMC(ctx context.Context, pool *bmc.Pool, creds credential.Policy, m *machine.Machine, log *slog.Logger) telemetry.Sample {
+	user, pass, err := creds.Resolve(m.BMC.CredentialRef)
+	if err != nil {
+		return telemetry.Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1}
+	}
+	c, err := pool.Get(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass, Insecure: m.BMC.Insecure,
+		Logger: log.With("bmc", m.BMC.Endpoint)})
+	if err != nil {
+		return telemetry.Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1}
+	}
+	r, err := c.Readings(ctx)
+	if err != nil {
+		return telemetry.Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1}
+	}
+	return sampleOf(r)
+}
+
+// sampleOf turns the BMC's readings into what telemetry judges.
+func sampleOf(r bmc.Readings) telemetry.Sample {
+	s := telemetry.Sample{Time: r.Taken, Up: true, PowerOn: strings.EqualFold(r.PowerState, "On"), Watts: r.NodeWatts,
+		PSURedundancyLost: strings.EqualFold(r.PSURedundancy, "Lost"), MemCorrectable: r.MemoryCorrectable,
+		MemUncorrectable: r.MemoryUncorrectable, Path: r.Path, Problems: r.Problems}
+	for _, p := range r.PSUs {
+		s.PSUInputWatts += p.InputWatts
+		s.PSUOutputWatts += p.OutputWatts
+		// An empty bay (Absent) is not a loss: the BMC's redundancy group
+		// says whether the supplies left are enough. A present supply in
+		// Critical health is one.
+		if strings.EqualFold(p.Health, "Critical") && !strings.EqualFold(p.State, "Absent") {
+			s.PSURedundancyLost = true
+		}
+	}
+	for _, t := range r.Temperatures {
+		switch t.Kind {
+		case bmc.TempInlet:
+			s.InletC = max(s.InletC, t.Celsius)
+		case bmc.TempExhaust:
+			s.ExhaustC = max(s.ExhaustC, t.Celsius)
+		case bmc.TempCPU:
+			s.CPUMaxC = max(s.CPUMaxC, t.Celsius)
+		case bmc.TempGPU:
+			s.GPUMaxC = max(s.GPUMaxC, t.Celsius)
+		}
+	}
+	for _, f := range r.Fans {
+		// Health Critical, or (the telemetry path carries numbers only) a
+		// fan standing still while the host runs.
+		if strings.EqualFold(f.Health, "Critical") || (f.Health == "" && f.RPM == 0 && f.Percent == 0 && s.PowerOn) {
+			s.FansFailed = append(s.FansFailed, f.Name)
+		}
+	}
+	for _, d := range r.Drives {
+		if d.PredictedFailure {
+			s.DrivesPredicted = append(s.DrivesPredicted, d.Name)
+		}
+	}
+	for _, g := range r.GPUs {
+		if g.Health != "" && !strings.EqualFold(g.Health, "OK") {
+			s.GPUsUnhealthy = append(s.GPUsUnhealthy, g.Name)
+		}
+	}
+	return s
+}

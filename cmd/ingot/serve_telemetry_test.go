@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/bmc"
+	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/telemetry"
+	"github.com/ingot-dev/ingot/pkg/vbmc"
+)
+
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// The poller, reading a virtual BMC through pkg/bmc's shared pool, turns
+// each scripted fault into its alert exactly once and clears it exactly
+// once: a power ramp above the recipe's load, an inlet excursion, a fan
+// failing, a PSU lost, a 0 W glitch while on.
+func TestTelemetryScriptedFaults(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+	b, err := vbmc.New(vbmc.Config{Root: vbmcMockup(t, "dmtf-public-rackmount1"), Username: bmcTestUser, Password: bmcTestPass, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	normal := vbmc.Step{Watts: 300, InletCelsius: 22}
+	at := func(min int, s vbmc.Step) vbmc.Step { s.At = time.Duration(min) * time.Minute; return s }
+	if err := b.Script(vbmc.Scenario{Steps: []vbmc.Step{
+		at(0, normal),
+		at(5, vbmc.Step{Watts: 600, InletCelsius: 22}), // ramp above 400 W + 10 %
+		at(10, normal),
+		at(15, vbmc.Step{Watts: 300, InletCelsius: 40}),
+		at(20, normal),
+		at(25, vbmc.Step{Watts: 300, InletCelsius: 22, FanFailed: "BaseBoard System Fan"}),
+		at(30, normal),
+		at(35, vbmc.Step{Watts: 300, InletCelsius: 22, PSULost: "Power Supply Bay"}),
+		at(40, normal),
+		at(45, vbmc.Step{ZeroWatts: true, InletCelsius: 22}),
+		at(50, normal),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	credDir := t.TempDir()
+	cred := filepath.Join(credDir, "bmc")
+	if err := os.WriteFile(cred, []byte("username="+bmcTestUser+"\npassword="+bmcTestPass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := machine.Machine{ID: "m-1", Name: "gpu-01", Recipe: "r", State: machine.StateReady,
+		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + cred}}
+	pool := bmc.NewPool(nil)
+	defer pool.Close()
+	creds := credential.Policy{Dir: credDir}
+	var mu sync.Mutex
+	var got []string
+	svc, err := telemetry.New(telemetry.Config{
+		Machines: func(context.Context) ([]machine.Machine, error) { return []machine.Machine{m}, nil },
+		Read: func(ctx context.Context, mm *machine.Machine) telemetry.Sample {
+			return readBMC(ctx, pool, creds, mm, slog.New(slog.DiscardHandler))
+		},
+		Recipes: func(string) (*recipe.Recipe, error) {
+			return &recipe.Recipe{Name: "r", Power: recipe.Power{LoadWatts: 400}, Alerts: recipe.Alerts{For: recipe.Duration(2 * time.Minute)}}, nil
+		},
+		Event: func(_ context.Context, _ string, msg string) {
+			mu.Lock()
+			got = append(got, msg)
+			mu.Unlock()
+		},
+		Now: clk.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var transitions []string
+	for min := 0; min <= 58; min++ {
+		if err := svc.PollAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		for _, msg := range got {
+			transitions = append(transitions, fmt.Sprintf("%d %s", min, strings.TrimSuffix(firstWords(msg, 3), ":")))
+		}
+		got = nil
+		mu.Unlock()
+		clk.add(time.Minute)
+	}
+	want := []string{
+		"7 alert watts-above-load FIRING", "12 alert watts-above-load resolved",
+		"17 alert inlet-temperature FIRING", "22 alert inlet-temperature resolved",
+		"27 alert fan-failed FIRING", "32 alert fan-failed resolved",
+		"37 alert psu-redundancy-lost FIRING", "42 alert psu-redundancy-lost resolved",
+		"47 alert power-sensor FIRING", "52 alert power-sensor resolved",
+	}
+	if fmt.Sprint(transitions) != fmt.Sprint(want) {
+		t.Errorf("transitions:\n%q\nwant:\n%q", transitions, want)
+	}
+	if cur := svc.Last(); len(cur) != 1 || cur[0].Sample.Path == "" || cur[0].Sample.Watts != 300 {
+		t.Errorf("last sample: %+v", cur)
+	}
+}
+
+func firstWords(s string, n int) string {
+	words := 0
+	for i, r := range s {
+		if r == ' ' {
+			words++
+			if words == n {
+				return s[:i]
+			}
+		}
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+)
+
+// A running server polls an enrolled virtual BMC on its own: readings,
+// /metrics and the power report come through the API; the Prometheus
+// rules and the dashboard are printed.
+func TestTelemetryCLI(t *testing.T) {
+	s := startServe(t, recipesDir(t, map[string]string{"h100": "name: h100\nversion: 1.0.0\npower:\n  load_watts: 10200\n  idle_watts: 1500\n"}),
+		"--telemetry-interval", "5s")
+	_, url := startTestBMC(t, "dmtf-public-rackmount1")
+	s.ok("machine", "add", "gpu-01", "--mac", "52:54:00:ee:00:01", "--bmc", url, "--bmc-cred", "file:"+s.bmcCredFile(), "--rack", "r12")
+	var rs []wire.Reading
+	deadline := time.Now().Add(20 * time.Second)
+	for len(rs) == 0 && time.Now().Before(deadline) {
+		time.Sleep(500 * time.Millisecond)
+		json.Unmarshal([]byte(s.ok("readings", "-o", "json")), &rs)
+	}
+	if len(rs) != 1 || !rs[0].Up || rs[0].Machine != "gpu-01" || rs[0].Path == "" {
+		t.Fatalf("readings: %+v", rs)
+	}
+	if rs[0].Watts <= 0 {
+		t.Errorf("no watts from the mockup: %+v", rs[0])
+	}
+	if out := s.ok("readings"); !strings.Contains(out, "gpu-01") || !strings.Contains(out, " W") {
+		t.Errorf("readings table:\n%s", out)
+	}
+	metrics := metricsText(t, s)
+	for _, want := range []string{`ingot_node_bmc_up{machine="gpu-01",rack="r12",recipe=""} 1`, "ingot_node_power_watts{"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if out := s.ok("power", "report"); !strings.Contains(out, "gpu-01") || !strings.Contains(out, "r12") {
+		t.Errorf("power report:\n%s", out)
+	}
+	if out := s.ok("plan", "capacity", "--recipe", "h100", "--count", "4", "--tariff", "0.2"); !strings.Contains(out, "ESTIMATE") || !strings.Contains(out, "10200 W each at load") {
+		t.Errorf("plan capacity:\n%s", out)
+	}
+	if out := s.ok("alerts"); !strings.Contains(out, "no alerts") && !strings.Contains(out, "gpu-01") {
+		t.Errorf("alerts:\n%s", out)
+	}
+	if out := s.ok("alerts", "rules", "--recipes-dir", "../../recipes"); !strings.Contains(out, "IngotInletTemperature") {
+		t.Errorf("alerts rules:\n%s", out)
+	}
+	if out := s.ok("power", "dashboard"); !strings.Contains(out, `"uid": "ingot-fleet"`) {
+		t.Errorf("dashboard: %.200s", out)
+	}
+}
+
+// metricsText is the API listener's /metrics.
+func metricsText(t *testing.T, s *cliServer) string {
+	t.Helper()
+	resp, err := s.https().Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// racks.yaml beside the recipes is linted with them, errors naming the
+// file and line, and the shipped one passes.
+func TestRecipeLintRacks(t *testing.T) {
+	dir := recipesDir(t, map[string]string{"node": ""})
+	os.WriteFile(filepath.Join(dir, "racks.yaml"), []byte("racks:\n  - {name: r1, feed_volts: 230, phases: 2, breaker_amps: 16}\n"), 0o644)
+	out, _, err := runIngot(t, "recipe", "lint", "--images", "", dir)
+	if err == nil || !strings.Contains(out, filepath.Join(dir, "racks.yaml")+":2:") || !strings.Contains(out, "phases 2") {
+		t.Errorf("lint with a bad racks.yaml: %v\n%s", err, out)
+	}
+	if out, _, err := runIngot(t, "recipe", "lint", "--images", "../../images", "../../recipes"); err != nil {
+		t.Errorf("the shipped recipes and racks.yaml: %v\n%s", err, out)
+	}
+}
