@@ -51,6 +51,12 @@ func lockoutBMC(t *testing.T, mockup string, l vbmc.Lockout, mod ...func(*vbmc.C
 	for _, m := range mod {
 		m(&cfg)
 	}
+	return edgeBMC(t, cfg)
+}
+
+// edgeBMC serves a virtual BMC made from cfg behind an edge.
+func edgeBMC(t *testing.T, cfg vbmc.Config) (*vbmc.BMC, *edge, string) {
+	t.Helper()
 	b, err := vbmc.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -44,14 +44,7 @@ func readingsBMC(t *testing.T, mockup string, mod func(*vbmc.Config)) (*vbmc.BMC
 	if mod != nil {
 		mod(&cfg)
 	}
-	b, err := vbmc.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &edge{b: b}
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return b, e, srv.URL
+	return edgeBMC(t, cfg)
 }
 
 func kinds(ts []bmc.Temperature) []string {
