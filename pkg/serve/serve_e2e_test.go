@@ -81,7 +81,7 @@ func bootVM(t *testing.T, kernelFile string, qemuArgs []string, wantTFTP bool) {
 
 	var stderr syncBuf
 	srv := ns.Command(context.Background(), bin, "serve", "--interface", "br0", "--data", data,
-		"--pool", "10.80.0.0/24,10.80.0.100-10.80.0.200", "--http-addr", "10.80.0.1:8080", "--log-level", "debug")
+		"--pool", "10.80.0.0/24,10.80.0.100-10.80.0.200", "--http-addr", "10.80.0.1:8080", "--api-addr", "10.80.0.1:8443", "--log-level", "debug")
 	srv.Stderr = &stderr
 	if err := ns.Start(srv); err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func bootVM(t *testing.T, kernelFile string, qemuArgs []string, wantTFTP bool) {
 				grepLines(string(m), "ingot_http_requests_total", "ingot_ipxe_scripts_total", "ingot_tftp_transfers_total"))
 		}
 		time.Sleep(time.Second)
-		m, _ = ns.Run(ctx, "curl", "-s", "http://10.80.0.1:8080/metrics")
+		m, _ = ns.Run(ctx, "curl", "-s", "--cacert", data+"/tls/ca.pem", "https://10.80.0.1:8443/metrics")
 	}
 	t.Logf("kernel and initrd fetched %v after VM start", time.Since(start).Round(time.Second))
 	t.Logf("%s", grepLines(string(m), "ingot_tftp_transfers_total", "ingot_ipxe_scripts_total"))

@@ -37,7 +37,7 @@ func TestIntegrationServeProcess(t *testing.T) {
 	defer cancel()
 	var stderr syncBuf
 	cmd := ns.Command(context.Background(), bin, "serve", "--interface", "d0", "--data", data,
-		"--pool", "10.80.0.0/24,10.80.0.100-10.80.0.200", "--http-addr", "10.80.0.1:8080", "--log-level", "debug")
+		"--pool", "10.80.0.0/24,10.80.0.100-10.80.0.200", "--http-addr", "10.80.0.1:8080", "--api-addr", "10.80.0.1:8443", "--log-level", "debug")
 	cmd.Stderr = &stderr
 	if err := ns.Start(cmd); err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestIntegrationServeProcess(t *testing.T) {
 		t.Errorf("/ipxe did not answer a script: %q", script)
 	}
 	cliWhileServing(ctx, t, ns, bin, data)
-	metrics, _ := ns.Run(ctx, "curl", "-sS", "http://10.80.0.1:8080/metrics")
+	metrics, _ := ns.Run(ctx, "curl", "-sS", "--cacert", data+"/tls/ca.pem", "https://10.80.0.1:8443/metrics")
 	for _, want := range []string{`ingot_tftp_transfers_total{result="ok"} 1`, `ingot_http_requests_total{code="200",route="ipxe"} 1`} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -125,7 +125,7 @@ func TestIntegrationServeProcess(t *testing.T) {
 // and the token is the one the first start wrote into the data folder.
 func cliWhileServing(ctx context.Context, t *testing.T, ns *netns.NS, bin, data string) {
 	t.Helper()
-	conn := []string{"--server", "http://10.80.0.1:8080", "--token-file", data + "/admin.token"}
+	conn := []string{"--server", "https://10.80.0.1:8443", "--ca", data + "/tls/ca.pem", "--token-file", data + "/admin.token"}
 	steps := []struct {
 		args []string
 		want string
