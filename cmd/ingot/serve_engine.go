@@ -114,6 +114,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 		if tel, err = newTelemetry(c.Telemetry, fl, recipes, bmc.NewPool(nil), log); err != nil {
 			return nil, err
 		}
+		e.SetWaveCheck(waveCheck(tel))
 	}
 	api, err := apiserver.New(apiserver.Config{Telemetry: tel, Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
 		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version, PublicLimit: publicLimit,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/rack"
@@ -127,4 +128,18 @@ func sampleOf(r bmc.Readings) telemetry.Sample {
 		}
 	}
 	return s
+}
+
+// waveCheck gates rollout waves on what telemetry measured of each
+// machine while its job ran (its burn-in): peak watts and temperatures
+// against its recipe's alert limits.
+func waveCheck(tel *telemetry.Service) engine.WaveCheck {
+	return func(_ context.Context, m *machine.Machine, r *recipe.Recipe, from, to time.Time) engine.WaveNode {
+		w, inlet, gpu, n := tel.Aggregates().Peak(m.ID, from, to)
+		node := engine.WaveNode{Watts: w, InletC: inlet, GPUMaxC: gpu}
+		if n > 0 {
+			node.Problem = telemetry.UnderLoad(telemetry.LimitsOf(r), w, inlet, gpu)
+		}
+		return node
+	}
 }

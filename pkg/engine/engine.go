@@ -111,6 +111,9 @@ type Config struct {
 	// and waves power on no more machines a rack at once than its
 	// start-up margin covers. nil: no power checks.
 	Racks func() []rack.Rack
+	// WaveCheck judges each machine of a finished rollout wave by what
+	// telemetry measured under load; nil: waves gate on failures only.
+	WaveCheck WaveCheck
 }
 
 // Engine runs provisioning jobs.
@@ -128,6 +131,7 @@ type Engine struct {
 	defaults  recipe.Timeouts
 	dhcp      DHCPInfo
 	racks     func() []rack.Rack
+	waveCheck WaveCheck
 
 	mu       sync.Mutex      // serializes job step changes
 	kick     chan string     // job IDs whose BMC step should run now
@@ -145,7 +149,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks,
+		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks, waveCheck: cfg.WaveCheck,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {
@@ -317,3 +321,7 @@ func formatPhases(st ReimageStatus) string {
 
 // FormatPhases is formatPhases for the CLI.
 func FormatPhases(st ReimageStatus) string { return formatPhases(st) }
+
+// SetWaveCheck sets the rollout wave gate after New (telemetry is built on
+// the fleet, which is built after the engine). Call before Run.
+func (e *Engine) SetWaveCheck(c WaveCheck) { e.waveCheck = c }

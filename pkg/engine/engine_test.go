@@ -672,3 +672,53 @@ func TestRolloutMaxFailures(t *testing.T) {
 		})
 	}
 }
+
+// Waves gate on what was measured under load: a machine of the first wave
+// whose inlet crossed its limit during its job stops the rollout before the
+// next wave, and every finished wave's report is kept with the rollout.
+func TestRolloutGatesOnMeasuredHealth(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, nil)
+	for i := 0; i < 6; i++ {
+		m := &machine.Machine{Name: fmt.Sprintf("node%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:02:%02x", i)},
+			Recipe: "lab-qemu", State: machine.StateReady, Rack: "r1", BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", 2000+i)}}
+		if err := h.s.CreateMachine(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	checked := map[string]bool{}
+	h.e.SetWaveCheck(func(_ context.Context, m *machine.Machine, r *recipe.Recipe, from, to time.Time) engine.WaveNode {
+		mu.Lock()
+		checked[m.Name] = true
+		mu.Unlock()
+		if to.Before(from) {
+			t.Errorf("%s: job span %s..%s", m.Name, from, to)
+		}
+		n := engine.WaveNode{Watts: 410, InletC: 24, GPUMaxC: 60}
+		if m.Name == "node01" {
+			n.InletC, n.Problem = 39, "inlet 39.0 °C, above 35 °C"
+		}
+		return n
+	})
+	go h.simAgents(ctx)
+	j, err := h.e.StartRollout(ctx, engine.RolloutSpec{Recipe: "lab-qemu", Canary: 2, Batch: 2}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j = h.waitStep(j.ID, string(store.JobFailed))
+	if !strings.Contains(j.Reason, "stopped after wave 1 of 3: under load node01: inlet 39.0 °C, above 35 °C") {
+		t.Errorf("reason %q", j.Reason)
+	}
+	var st engine.RolloutStatus
+	json.Unmarshal(j.Status, &st)
+	if len(st.Reports) != 1 || len(st.Reports[0].Nodes) != 2 || st.Reports[0].Nodes[1].InletC != 39 || st.Reports[0].Nodes[0].Watts != 410 {
+		t.Errorf("wave reports: %+v", st.Reports)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(checked) != 2 {
+		t.Errorf("checked %v, want only the first wave's two machines", checked)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
@@ -31,7 +32,35 @@ type RolloutStatus struct {
 	Jobs    map[string]string `json:"jobs"`  // machine ID -> reimage job ID
 	Failed  map[string]string `json:"failed,omitempty"`
 	Stopped string            `json:"stopped,omitempty"`
+	// Reports are the finished waves' reports, kept with the rollout.
+	Reports []WaveReport `json:"reports,omitempty"`
 }
+
+// WaveReport is what a wave's machines did under load (their burn-in): the
+// peak watts and temperatures telemetry saw while their jobs ran, and
+// failures. The next wave starts only when no machine crossed its recipe's
+// limits.
+type WaveReport struct {
+	Wave  int        `json:"wave"` // 1-based
+	Nodes []WaveNode `json:"nodes"`
+}
+
+// WaveNode is one machine's line of a wave report.
+type WaveNode struct {
+	Machine string  `json:"machine"`
+	Rack    string  `json:"rack,omitempty"`
+	Watts   float64 `json:"peak_watts,omitempty"`
+	InletC  float64 `json:"peak_inlet_c,omitempty"`
+	GPUMaxC float64 `json:"peak_gpu_c,omitempty"`
+	Failed  string  `json:"failed,omitempty"`
+	// Problem is the limit the machine crossed under load, "" none.
+	Problem string `json:"problem,omitempty"`
+}
+
+// WaveCheck judges a machine of a finished wave by what was measured of it
+// between from and to (its job): its line of the wave report, with Problem
+// set when it crossed its recipe's thermal or power limits.
+type WaveCheck func(ctx context.Context, m *machine.Machine, r *recipe.Recipe, from, to time.Time) WaveNode
 
 // Waves splits machines into a canary wave and batches, never putting more
 // than perRack machines of one rack into a wave. The order is deterministic.
@@ -206,8 +235,15 @@ func (e *Engine) driveRollout(ctx context.Context, id string) {
 				failures++
 			}
 		}
+		rep, problems := e.waveReport(ctx, st.Wave+1, wave, st, sp.Recipe)
+		st.Reports = append(st.Reports, rep)
 		if failures > sp.MaxFailures {
 			e.endRollout(ctx, id, store.JobFailed, fmt.Sprintf("stopped after wave %d of %d: %d failed, more than max-failures %d", st.Wave+1, len(st.Waves), failures, sp.MaxFailures), st)
+			return
+		}
+		if len(problems) > 0 {
+			e.endRollout(ctx, id, store.JobFailed, fmt.Sprintf("stopped after wave %d of %d: under load %s; the next wave waits for the cause (cooling, power) to be fixed: start a new rollout then",
+				st.Wave+1, len(st.Waves), strings.Join(problems, "; ")), st)
 			return
 		}
 		st.Wave++
@@ -215,6 +251,33 @@ func (e *Engine) driveRollout(ctx context.Context, id string) {
 			return
 		}
 	}
+}
+
+// waveReport builds a finished wave's report and lists the limits its
+// machines crossed under load.
+func (e *Engine) waveReport(ctx context.Context, n int, wave []string, st RolloutStatus, recipeName string) (WaveReport, []string) {
+	rep := WaveReport{Wave: n, Nodes: []WaveNode{}}
+	var problems []string
+	r, _ := e.recipes(recipeName)
+	for _, mid := range wave {
+		m, err := e.store.GetMachine(ctx, mid)
+		if err != nil {
+			continue
+		}
+		node := WaveNode{Machine: m.Name, Rack: m.Rack, Failed: st.Failed[mid]}
+		if jid := st.Jobs[mid]; jid != "" && node.Failed == "" && e.waveCheck != nil && r != nil {
+			if rj, err := e.store.GetJob(ctx, jid); err == nil {
+				node = e.waveCheck(ctx, m, r, rj.Created, rj.Updated)
+				node.Machine, node.Rack = m.Name, m.Rack
+				if node.Problem != "" {
+					problems = append(problems, m.Name+": "+node.Problem)
+				}
+			}
+		}
+		rep.Nodes = append(rep.Nodes, node)
+	}
+	e.log.Info("rollout wave report", "wave", n, "machines", len(wave), "problems", len(problems))
+	return rep, problems
 }
 
 func (e *Engine) saveRollout(ctx context.Context, id string, st RolloutStatus, step string) error {

@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -128,4 +130,29 @@ func cmp64(a, b int64) int {
 		return 1
 	}
 	return 0
+}
+
+// Peak is the highest watts, inlet and GPU temperature of a machine's
+// buckets overlapping [from, to], and how many there were.
+func (a *Aggregator) Peak(machineID string, from, to time.Time) (watts, inletC, gpuC float64, n int) {
+	for _, b := range a.Window(machineID, from.Truncate(BucketSize), to.Add(time.Nanosecond)) {
+		watts, inletC, gpuC = max(watts, b.MaxWatts()), max(inletC, b.MaxInletC()), max(gpuC, b.MaxGPUC())
+		n++
+	}
+	return watts, inletC, gpuC, n
+}
+
+// UnderLoad judges peaks against limits: what was crossed, "" nothing.
+func UnderLoad(l Limits, watts, inletC, gpuC float64) string {
+	var p []string
+	if l.LoadWatts > 0 && watts > l.LoadWatts*(1+l.WattsMarginPct/100) {
+		p = append(p, fmt.Sprintf("%.0f W, above load_watts %.0f + %.0f%%", watts, l.LoadWatts, l.WattsMarginPct))
+	}
+	if inletC > l.InletMaxC {
+		p = append(p, fmt.Sprintf("inlet %.1f °C, above %.0f °C", inletC, l.InletMaxC))
+	}
+	if gpuC > l.GPUMaxC {
+		p = append(p, fmt.Sprintf("GPU %.1f °C, above %.0f °C", gpuC, l.GPUMaxC))
+	}
+	return strings.Join(p, ", ")
 }

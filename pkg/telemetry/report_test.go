@@ -86,3 +86,22 @@ func TestReportFlagsInefficient(t *testing.T) {
 		}
 	}
 }
+
+// Peak over a job's span and the load limits it is judged by.
+func TestPeakUnderLoad(t *testing.T) {
+	a := NewAggregator()
+	for i, c := range []struct{ w, inlet, gpu float64 }{{2000, 24, 50}, {9800, 31, 84}, {10100, 36, 80}, {3000, 40, 40}} {
+		a.Add(Sample{Machine: "m", Up: true, Time: t0.Add(time.Duration(i) * BucketSize), Watts: c.w, InletC: c.inlet, GPUMaxC: c.gpu})
+	}
+	w, inlet, gpu, n := a.Peak("m", t0.Add(BucketSize+time.Minute), t0.Add(2*BucketSize+time.Minute))
+	if n != 2 || w != 10100 || inlet != 36 || gpu != 84 {
+		t.Errorf("peak: %v W %v °C %v °C over %d buckets", w, inlet, gpu, n)
+	}
+	l := Limits{LoadWatts: 10200, WattsMarginPct: 10, InletMaxC: 35, GPUMaxC: 87}
+	if got := UnderLoad(l, w, inlet, gpu); got != "inlet 36.0 °C, above 35 °C" {
+		t.Errorf("UnderLoad = %q", got)
+	}
+	if got := UnderLoad(l, 11300, 30, 90); got != "11300 W, above load_watts 10200 + 10%, GPU 90.0 °C, above 87 °C" {
+		t.Errorf("UnderLoad = %q", got)
+	}
+}
