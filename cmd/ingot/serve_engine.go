@@ -111,7 +111,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	}
 	var tel *telemetry.Service
 	if c.Telemetry.Interval > 0 {
-		if tel, err = newTelemetry(c.Telemetry, fl, recipes, bmc.NewPool(nil), log); err != nil {
+		if tel, err = newTelemetry(c.Telemetry, st, fl, recipes, bmc.NewPool(nil), log); err != nil {
 			return nil, err
 		}
 		e.SetWaveCheck(waveCheck(tel))

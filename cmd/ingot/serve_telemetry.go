@@ -28,7 +28,8 @@ type telemetryConfig struct {
 // newTelemetry builds the BMC poller over the fleet's machines and
 // credentials, reading through pool (one session per BMC, shared with
 // the engine and inspect).
-func newTelemetry(c telemetryConfig, fl *fleet.Service, recipes func(string) (*recipe.Recipe, error), pool *bmc.Pool, log *slog.Logger) (*telemetry.Service, error) {
+func newTelemetry(c telemetryConfig, st store.Store, fl *fleet.Service, recipes func(string) (*recipe.Recipe, error), pool *bmc.Pool, log *slog.Logger) (*telemetry.Service, error) {
+	ts, _ := st.(store.TelemetryStore) // states and aggregates survive a restart
 	var notify []telemetry.Notifier
 	if c.Webhook != "" {
 		notify = append(notify, telemetry.Webhook{URL: c.Webhook})
@@ -47,6 +48,7 @@ func newTelemetry(c telemetryConfig, fl *fleet.Service, recipes func(string) (*r
 		Interval: c.Interval,
 		Logger:   log.With("service", "telemetry"),
 		Racks:    racksIn(c.RacksDir, log),
+		Store:    ts,
 	})
 }
 

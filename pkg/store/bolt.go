@@ -117,6 +117,8 @@ var (
 	bJobs      = []byte("jobs")
 	bTokens    = []byte("tokens")
 	bSecrets   = []byte("secrets")
+	bTelemetry = []byte("telemetry")
+	bPowerDays = []byte("power_days")
 
 	kSchema = []byte("schema")
 )

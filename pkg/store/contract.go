@@ -209,6 +209,27 @@ type SecretStore interface {
 	ReplaceSecrets(ctx context.Context, sealed []Secret) error
 }
 
+// TelemetryStore keeps what telemetry's own decisions and reports need
+// across a restart (pkg/telemetry): each machine's state (last sample,
+// alert states) and its power days (a day of 5-minute aggregates). Values
+// are telemetry's own encoding; the store keeps them opaque.
+//
+// An implementation MUST:
+//   - write a PutTelemetry batch in one atomic write, replacing the records
+//     of the same machine (and day);
+//   - return ListNodeTelemetry sorted by machine, and PowerDays of a machine
+//     sorted by day, from the first day not before from;
+//   - make DeletePowerDaysBefore remove every machine's days before day (a
+//     "2006-01-02" date) and return how many it removed;
+//   - make DeleteTelemetry remove a machine's state and days.
+type TelemetryStore interface {
+	PutTelemetry(ctx context.Context, nodes []NodeTelemetry, days []PowerDay) error
+	ListNodeTelemetry(ctx context.Context) ([]NodeTelemetry, error)
+	PowerDays(ctx context.Context, machineID, from string) ([]PowerDay, error)
+	DeletePowerDaysBefore(ctx context.Context, day string) (int, error)
+	DeleteTelemetry(ctx context.Context, machineID string) error
+}
+
 // Store is everything ingot persists: every contract above, and Close.
 // Close releases the backend; it MUST be safe to call twice, and every
 // other method MUST fail with ErrClosed after it.

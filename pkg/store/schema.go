@@ -25,6 +25,7 @@ func migrations() []migration {
 		{"add the name index and normalize MACs", migrateV2},
 		{"add revisions to machines and jobs", migrateV3},
 		{"add the sealed secrets bucket", migrateV4},
+		{"add the telemetry buckets", migrateV5},
 	}
 }
 
@@ -227,6 +228,17 @@ func migrateV3(tx *bolt.Tx) error {
 func migrateV4(tx *bolt.Tx) error {
 	if _, err := tx.CreateBucketIfNotExists(bSecrets); err != nil {
 		return fmt.Errorf("creating bucket %s: %w", bSecrets, err)
+	}
+	return nil
+}
+
+// migrateV5 adds telemetry's buckets: each machine's state (last sample,
+// alerts) and its power days.
+func migrateV5(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bTelemetry, bPowerDays} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("creating bucket %s: %w", name, err)
+		}
 	}
 	return nil
 }

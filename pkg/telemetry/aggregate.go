@@ -156,3 +156,7 @@ func UnderLoad(l Limits, watts, inletC, gpuC float64) string {
 	}
 	return strings.Join(p, ", ")
 }
+
+func slicesSortBuckets(bs []Bucket) {
+	slices.SortFunc(bs, func(a, b Bucket) int { return cmp64(a.start, b.start) })
+}

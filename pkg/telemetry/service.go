@@ -14,6 +14,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // Reader reads one machine's BMC. It must return within ctx (the poller
@@ -45,6 +46,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Racks is racks.yaml as it stands (power budgets, PUE, tariff).
 	Racks func() []rack.Rack
+	// Store keeps states and aggregates across restarts (see persist.go);
+	// nil: memory only. FlushEvery is how often they are written (5 m).
+	Store      store.TelemetryStore
+	FlushEvery time.Duration
 }
 
 // Service polls BMCs and keeps readings and alerts. Safe for concurrent use.
@@ -52,8 +57,9 @@ type Service struct {
 	cfg Config
 	agg *Aggregator
 
-	mu    sync.Mutex
-	nodes map[string]*node // by machine ID
+	mu       sync.Mutex
+	nodes    map[string]*node // by machine ID
+	restored map[string]*node // loaded from the store, not yet listed
 }
 
 type node struct {
@@ -88,21 +94,39 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Recipes == nil {
 		cfg.Recipes = func(string) (*recipe.Recipe, error) { return nil, errors.New("no recipes") }
 	}
-	return &Service{cfg: cfg, agg: NewAggregator(), nodes: map[string]*node{}}, nil
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = BucketSize
+	}
+	return &Service{cfg: cfg, agg: NewAggregator(), nodes: map[string]*node{}, restored: map[string]*node{}}, nil
 }
 
 // Run polls until ctx ends: each machine with a BMC once per interval, at
 // an offset of its own within the interval (so 500 BMCs do not answer in
 // the same second), at most Parallel at once.
 func (s *Service) Run(ctx context.Context) error {
+	if err := s.load(ctx); err != nil {
+		s.cfg.Logger.Warn("telemetry: stored state not read; starting afresh", "err", err)
+	}
 	sem := make(chan struct{}, s.cfg.Parallel)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		if err := s.flush(context.WithoutCancel(ctx)); err != nil {
+			s.cfg.Logger.Warn("telemetry: state not stored at stop", "err", err)
+		}
+	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var refreshed time.Time
+	flushed := s.cfg.Now()
 	for {
 		now := s.cfg.Now()
+		if now.Sub(flushed) >= s.cfg.FlushEvery {
+			if err := s.flush(ctx); err != nil {
+				s.cfg.Logger.Warn("telemetry: state not stored", "err", err)
+			}
+			flushed = now
+		}
 		if now.Sub(refreshed) >= min(s.cfg.Interval, time.Minute) {
 			if err := s.refresh(ctx, now); err != nil {
 				s.cfg.Logger.Warn("telemetry: listing machines", "err", err)
@@ -169,11 +193,23 @@ func (s *Service) refresh(ctx context.Context, now time.Time) error {
 			n.m = m
 			continue
 		}
-		s.nodes[m.ID] = &node{m: m, interval: s.cfg.Interval, next: now.Add(offset(m.ID, s.cfg.Interval))}
+		n := &node{m: m, interval: s.cfg.Interval}
+		if r, ok := s.restored[m.ID]; ok { // its last sample and alerts from before a restart
+			n.last, n.state = r.last, r.state
+			delete(s.restored, m.ID)
+		}
+		n.next = now.Add(offset(m.ID, s.cfg.Interval))
+		s.nodes[m.ID] = n
 	}
 	for id := range s.nodes {
 		if !seen[id] {
 			delete(s.nodes, id)
+			s.agg.Forget(id)
+			if s.cfg.Store != nil {
+				if err := s.cfg.Store.DeleteTelemetry(ctx, id); err != nil {
+					s.cfg.Logger.Warn("telemetry: a removed machine's state not deleted", "machine", id, "err", err)
+				}
+			}
 		}
 	}
 	return nil

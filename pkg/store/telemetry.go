@@ -1,0 +1,141 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// NodeTelemetry is one machine's telemetry state, in telemetry's encoding.
+type NodeTelemetry struct {
+	Machine string
+	State   []byte
+}
+
+// PowerDay is one machine's aggregates of one day ("2006-01-02").
+type PowerDay struct {
+	Machine string
+	Day     string
+	Buckets []byte
+}
+
+func dayKey(machine, day string) []byte { return []byte(machine + "/" + day) }
+
+// PutTelemetry writes nodes and days in one transaction.
+func (b *Bolt) PutTelemetry(ctx context.Context, nodes []NodeTelemetry, days []PowerDay) error {
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		nb, db := tx.Bucket(bTelemetry), tx.Bucket(bPowerDays)
+		for _, n := range nodes {
+			if n.Machine == "" || strings.Contains(n.Machine, "/") {
+				return fmt.Errorf("telemetry of machine %q: expected a machine ID", n.Machine)
+			}
+			if err := nb.Put([]byte(n.Machine), n.State); err != nil {
+				return err
+			}
+		}
+		for _, d := range days {
+			if d.Machine == "" || strings.Contains(d.Machine, "/") || len(d.Day) != len("2006-01-02") {
+				return fmt.Errorf("power day %q of machine %q: expected a machine ID and a YYYY-MM-DD day", d.Day, d.Machine)
+			}
+			if err := db.Put(dayKey(d.Machine, d.Day), d.Buckets); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storing telemetry of %d machines: %w", len(nodes), err)
+	}
+	return nil
+}
+
+// ListNodeTelemetry returns every machine's telemetry state.
+func (b *Bolt) ListNodeTelemetry(ctx context.Context) ([]NodeTelemetry, error) {
+	var out []NodeTelemetry
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bTelemetry).ForEach(func(k, v []byte) error {
+			out = append(out, NodeTelemetry{Machine: string(k), State: copyBytes(v)})
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing telemetry: %w", err)
+	}
+	return out, nil
+}
+
+// PowerDays returns a machine's days from from ("" all).
+func (b *Bolt) PowerDays(ctx context.Context, machineID, from string) ([]PowerDay, error) {
+	var out []PowerDay
+	prefix := []byte(machineID + "/")
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bPowerDays).Cursor()
+		for k, v := c.Seek(append(append([]byte{}, prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			out = append(out, PowerDay{Machine: machineID, Day: string(k[len(prefix):]), Buckets: copyBytes(v)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading power days of %s: %w", machineID, err)
+	}
+	return out, nil
+}
+
+// DeletePowerDaysBefore drops every machine's days before day.
+func (b *Bolt) DeletePowerDaysBefore(ctx context.Context, day string) (int, error) {
+	n := 0
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		n = 0
+		bk := tx.Bucket(bPowerDays)
+		var old [][]byte
+		err := bk.ForEach(func(k, _ []byte) error {
+			if i := bytes.LastIndexByte(k, '/'); i >= 0 && string(k[i+1:]) < day {
+				old = append(old, copyBytes(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range old {
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+		}
+		n = len(old)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("dropping power days before %s: %w", day, err)
+	}
+	return n, nil
+}
+
+// DeleteTelemetry removes a machine's state and days.
+func (b *Bolt) DeleteTelemetry(ctx context.Context, machineID string) error {
+	prefix := []byte(machineID + "/")
+	err := b.update(ctx, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bTelemetry).Delete([]byte(machineID)); err != nil {
+			return err
+		}
+		bk := tx.Bucket(bPowerDays)
+		c := bk.Cursor()
+		var ks [][]byte
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			ks = append(ks, copyBytes(k))
+		}
+		for _, k := range ks {
+			if err := bk.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting telemetry of %s: %w", machineID, err)
+	}
+	return nil
+}

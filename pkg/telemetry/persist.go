@@ -1,0 +1,154 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// What survives a restart (Config.Store): each machine's last sample, its
+// alerts (a firing alert stays firing, so it is not delivered again) and
+// its rule memory, one record a machine; and its 5-minute aggregates, one
+// record a machine and day (288 buckets x 38 bytes = 11 KiB). For 500
+// machines that is 5.5 MiB written a day and at most 7 days kept, 39 MiB,
+// well inside an etcd quota; the records are rewritten, not appended.
+
+const bucketBytes = 8 + 3*2 + 6*4
+
+// encodeBuckets writes buckets in a fixed little-endian layout.
+func encodeBuckets(bs []Bucket) []byte {
+	out := make([]byte, 0, len(bs)*bucketBytes)
+	for _, b := range bs {
+		out = binary.LittleEndian.AppendUint64(out, uint64(b.start))
+		for _, v := range []uint16{b.n, b.nw, b.npw} {
+			out = binary.LittleEndian.AppendUint16(out, v)
+		}
+		for _, f := range []float32{b.sumW, b.maxW, b.maxInlet, b.maxGPU, b.psuIn, b.psuOut} {
+			out = binary.LittleEndian.AppendUint32(out, math.Float32bits(f))
+		}
+	}
+	return out
+}
+
+// decodeBuckets reads encodeBuckets' layout; a record of another length
+// is damaged and named by the caller.
+func decodeBuckets(b []byte) ([]Bucket, error) {
+	if len(b)%bucketBytes != 0 {
+		return nil, fmt.Errorf("%d bytes: not a whole number of %d-byte buckets", len(b), bucketBytes)
+	}
+	out := make([]Bucket, 0, len(b)/bucketBytes)
+	for i := 0; i < len(b); i += bucketBytes {
+		r := b[i:]
+		k := Bucket{start: int64(binary.LittleEndian.Uint64(r)), n: binary.LittleEndian.Uint16(r[8:]),
+			nw: binary.LittleEndian.Uint16(r[10:]), npw: binary.LittleEndian.Uint16(r[12:])}
+		f := func(j int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(r[14+4*j:])) }
+		k.sumW, k.maxW, k.maxInlet, k.maxGPU, k.psuIn, k.psuOut = f(0), f(1), f(2), f(3), f(4), f(5)
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// nodeRecord is a machine's state as stored.
+type nodeRecord struct {
+	Last      Sample           `json:"last"`
+	Alerts    map[string]Alert `json:"alerts,omitempty"`
+	CorrBase  int64            `json:"corr_base,omitempty"`
+	CorrSince time.Time        `json:"corr_since,omitzero"`
+}
+
+// load brings back what the store kept (Run calls it once at start).
+func (s *Service) load(ctx context.Context) error {
+	st := s.cfg.Store
+	if st == nil {
+		return nil
+	}
+	recs, err := st.ListNodeTelemetry(ctx)
+	if err != nil {
+		return err
+	}
+	from := s.cfg.Now().Add(-Retention).UTC().Format(time.DateOnly)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range recs {
+		var nr nodeRecord
+		if err := json.Unmarshal(r.State, &nr); err != nil {
+			s.cfg.Logger.Warn("telemetry: a machine's stored state is damaged; starting it afresh", "machine", r.Machine, "err", err)
+			continue
+		}
+		n := &node{last: nr.Last, interval: s.cfg.Interval}
+		n.m.ID = r.Machine
+		n.state.alerts = map[string]*Alert{}
+		for k, a := range nr.Alerts {
+			n.state.alerts[k] = &a
+		}
+		n.state.mem = memory{corrBase: nr.CorrBase, corrSince: nr.CorrSince}
+		s.restored[r.Machine] = n
+		days, err := st.PowerDays(ctx, r.Machine, from)
+		if err != nil {
+			return err
+		}
+		for _, d := range days {
+			bs, err := decodeBuckets(d.Buckets)
+			if err != nil {
+				s.cfg.Logger.Warn("telemetry: a stored power day is damaged; skipped", "machine", r.Machine, "day", d.Day, "err", err)
+				continue
+			}
+			s.agg.restore(r.Machine, bs)
+		}
+	}
+	return nil
+}
+
+// flush writes every machine's state and the aggregates of today and
+// yesterday, and drops days older than Retention.
+func (s *Service) flush(ctx context.Context) error {
+	st := s.cfg.Store
+	if st == nil {
+		return nil
+	}
+	now := s.cfg.Now().UTC()
+	var nodes []store.NodeTelemetry
+	var days []store.PowerDay
+	s.mu.Lock()
+	for id, n := range s.nodes {
+		nr := nodeRecord{Last: n.last, Alerts: map[string]Alert{}, CorrBase: n.state.mem.corrBase, CorrSince: n.state.mem.corrSince}
+		for k, a := range n.state.alerts {
+			nr.Alerts[k] = *a
+		}
+		b, err := json.Marshal(nr)
+		if err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		nodes = append(nodes, store.NodeTelemetry{Machine: id, State: b})
+	}
+	s.mu.Unlock()
+	for _, nt := range nodes {
+		for _, d := range []time.Time{now.AddDate(0, 0, -1), now} {
+			day := d.Truncate(24 * time.Hour)
+			bs := s.agg.Window(nt.Machine, day, day.Add(24*time.Hour))
+			if len(bs) > 0 {
+				days = append(days, store.PowerDay{Machine: nt.Machine, Day: day.Format(time.DateOnly), Buckets: encodeBuckets(bs)})
+			}
+		}
+	}
+	if err := st.PutTelemetry(ctx, nodes, days); err != nil {
+		return err
+	}
+	_, err := st.DeletePowerDaysBefore(ctx, now.Add(-Retention).Format(time.DateOnly))
+	return err
+}
+
+// restore puts stored buckets back (at start, before any sample).
+func (a *Aggregator) restore(machineID string, bs []Bucket) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur := append(a.by[machineID], bs...)
+	slicesSortBuckets(cur)
+	a.by[machineID] = cur
+}

@@ -1,0 +1,92 @@
+package telemetry
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/storetest"
+)
+
+// A restart keeps a firing alert firing (it is not delivered again), the
+// last sample and the aggregates; a machine removed meanwhile is forgotten.
+func TestStateSurvivesRestart(t *testing.T) {
+	st := storetest.OpenWith(t, store.Options{Timeout: time.Second})
+	clk := &clock{t: t0}
+	ms := []machine.Machine{{ID: "m-1", Name: "a", State: machine.StateReady, BMC: machine.BMC{Endpoint: "x"}}}
+	fired := 0
+	mk := func() *Service {
+		s, err := New(Config{Machines: func(context.Context) ([]machine.Machine, error) { return ms, nil },
+			Read: func(context.Context, *machine.Machine) Sample {
+				return Sample{Up: true, PowerOn: true, Watts: 700, InletC: 40, MemCorrectable: -1, MemUncorrectable: -1}
+			},
+			Recipes: func(string) (*recipe.Recipe, error) { return nil, nil },
+			Event:   func(context.Context, string, string) { fired++ },
+			Store:   st, Now: clk.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	s1 := mk()
+	for range 7 {
+		s1.PollAll(ctx)
+		clk.Add(time.Minute)
+	}
+	if fired != 1 {
+		t.Fatalf("%d transitions before the restart, want 1 (inlet firing)", fired)
+	}
+	if err := s1.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := mk()
+	if err := s2.load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2.PollAll(ctx)
+	if fired != 1 {
+		t.Errorf("the restart delivered the firing alert again (%d transitions)", fired)
+	}
+	if a := s2.Alerts(); len(a) != 1 || a[0].State != Firing || !a[0].Since.Equal(t0) {
+		t.Errorf("alerts after the restart: %+v", a)
+	}
+	if bs := s2.Aggregates().Window("m-1", t0, clk.Now().Add(time.Minute)); len(bs) != 2 || bs[0].MeanWatts() != 700 {
+		t.Errorf("aggregates after the restart: %d buckets %+v", len(bs), bs)
+	}
+	ms = nil
+	s2.PollAll(ctx)
+	if recs, _ := st.ListNodeTelemetry(ctx); len(recs) != 0 {
+		t.Errorf("a removed machine's state is still stored: %+v", recs)
+	}
+}
+
+func TestBucketEncoding(t *testing.T) {
+	in := []Bucket{{start: 1764662400, n: 5, nw: 4, npw: 3, sumW: 4000.5, maxW: 1100, maxInlet: 31.5, maxGPU: 77, psuIn: 3300, psuOut: 3100}}
+	out, err := decodeBuckets(encodeBuckets(in))
+	if err != nil || len(out) != 1 || out[0] != in[0] {
+		t.Fatalf("round trip: %+v, %v", out, err)
+	}
+	if _, err := decodeBuckets(make([]byte, bucketBytes+1)); err == nil {
+		t.Error("a damaged record decoded")
+	}
+}
+
+// FuzzDecodeBuckets: a damaged stored day decodes or is refused, never a
+// panic, and what decodes encodes back to the same bytes.
+func FuzzDecodeBuckets(f *testing.F) {
+	f.Add(encodeBuckets([]Bucket{{start: 1764662400, n: 1, nw: 1, sumW: 100, maxW: 100}}))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bs, err := decodeBuckets(b)
+		if err != nil {
+			return
+		}
+		if got := encodeBuckets(bs); string(got) != string(b) {
+			t.Fatalf("round trip changed %x to %x", b, got)
+		}
+	})
+}
