@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -111,5 +112,31 @@ func writeJob(e *env, j *wire.Job) error {
 			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, verdict, c.Value, c.Detail)
 		}
 	}
+	if j.Kind == "rollout" {
+		var st engine.RolloutStatus
+		if json.Unmarshal(j.Status, &st) == nil {
+			writeWaveReports(e, st)
+		}
+	}
 	return nil
+}
+
+// writeWaveReports prints each finished wave: what its machines drew and
+// how hot they ran under load, and what failed or crossed a limit.
+func writeWaveReports(e *env, st engine.RolloutStatus) {
+	fmt.Fprintf(e.stdout, "Waves:    %d (wave %d now)\n", len(st.Waves), min(st.Wave+1, len(st.Waves)))
+	for _, r := range st.Reports {
+		fmt.Fprintf(e.stdout, "  wave %d:\n", r.Wave)
+		for _, n := range r.Nodes {
+			line := fmt.Sprintf("    %-16s rack %-6s peak %s, inlet %s, GPU %s", n.Machine, firstNonEmpty(n.Rack, "-"),
+				num(n.Watts, "%.0f W"), num(n.InletC, "%.1f °C"), num(n.GPUMaxC, "%.1f °C"))
+			switch {
+			case n.Failed != "":
+				line += "  FAILED: " + n.Failed
+			case n.Problem != "":
+				line += "  OVER LIMIT: " + n.Problem
+			}
+			fmt.Fprintln(e.stdout, line)
+		}
+	}
 }
