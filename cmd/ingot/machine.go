@@ -31,6 +31,8 @@ Commands:
   waive NODE CHECK --reason TEXT
                       let one machine past one failed check
   unwaive NODE CHECK  withdraw it
+  drill-candidate NODE [--off]
+                      a restore drill (ingot drill) may wipe this machine
 
 NODE is a machine's name or ID. Every command talks to a running server
 (--server, --token-file, --context; see 'ingot config') and takes
@@ -47,14 +49,15 @@ func runMachine(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	sub := map[string]func(context.Context, *env, []string) error{
-		"add":        runMachineAdd,
-		"ls":         runMachineLs,
-		"show":       runMachineShow,
-		"rm":         runMachineRm,
-		"set-recipe": runMachineSetRecipe,
-		"inspect":    runMachineInspect,
-		"waive":      runMachineWaive,
-		"unwaive":    runMachineUnwaive,
+		"add":             runMachineAdd,
+		"ls":              runMachineLs,
+		"show":            runMachineShow,
+		"rm":              runMachineRm,
+		"set-recipe":      runMachineSetRecipe,
+		"drill-candidate": runMachineDrillCandidate,
+		"inspect":         runMachineInspect,
+		"waive":           runMachineWaive,
+		"unwaive":         runMachineUnwaive,
 	}[args[0]]
 	if sub == nil {
 		fmt.Fprintf(e.stderr, "ingot machine: unknown command %q\n\n%s", args[0], machineUsage)

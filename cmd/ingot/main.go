@@ -50,6 +50,7 @@ func commands() []command {
 		{"bmc", "talk to a BMC over Redfish: inventory, power, boot; rotate passwords through the server", runBMC},
 		{"vbmc", "run virtual Redfish BMCs from mockups or QEMU", runVBMC},
 		{"reimage", "re-image machines from their recipe", runReimage},
+		{"drill", "restore drill: reimage a drill candidate of a class from its recipe and time it", runDrill},
 		{"rollout", "provision a recipe's machines in waves", runRollout},
 		{"job", "list, show and cancel jobs", runJob},
 		{"token", "create, list and revoke API tokens", runToken},

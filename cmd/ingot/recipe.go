@@ -26,6 +26,8 @@ Commands:
   checks [-o table|json]
                       list the acceptance checks recipes may name, their stage, unit and args
   schema              print the JSON Schema of a recipe file
+  ls                  through the server: each class's last restore drill, its time to
+                      restore against timeouts.restore, and whether it is scale-ready
 `
 
 // runRecipe dispatches `ingot recipe SUBCOMMAND`.
@@ -50,6 +52,8 @@ func runRecipe(ctx context.Context, e *env, args []string) error {
 		return runRecipePin(ctx, e, args[1:])
 	case "checks":
 		return runRecipeChecks(ctx, e, args[1:])
+	case "ls":
+		return runRecipeLs(ctx, e, args[1:])
 	}
 	fmt.Fprintf(e.stderr, "ingot recipe: unknown command %q\n\n%s", args[0], recipeUsage)
 	return errUsage

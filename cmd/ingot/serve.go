@@ -86,7 +86,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, PublicURL: cfg.PublicURL,
 		Binding: cfg.Binding(), Iface: cfg.Interface, DHCP: dhcpInfo,
 		Creds: credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv},
-		Keys:  keys, PublicLimit: publicLimit, Log: log,
+		Keys:  keys, PublicLimit: publicLimit, Log: log, DrillMaxAge: cfg.DrillMaxAge,
 		Telemetry: telemetryConfig{Interval: cfg.TelemetryInterval, Webhook: cfg.AlertWebhook, Alertmanager: cfg.AlertmanagerURL, RacksDir: cfg.Recipes}})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
@@ -46,6 +47,8 @@ type provisioningConfig struct {
 	Keys      *secret.Keyring
 	// PublicLimit bounds the credential-less routes per address.
 	PublicLimit *ratelimit.Limiter
+	// DrillMaxAge is how old a passing restore drill may be (scale-ready).
+	DrillMaxAge time.Duration
 	// Telemetry polls BMCs when its Interval is set.
 	Telemetry telemetryConfig
 	Log       *slog.Logger
@@ -72,7 +75,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	}
 	e, err := engine.New(engine.Config{
 		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
-		Racks: racksIn(c.Telemetry.RacksDir, log),
+		Racks: racksIn(c.Telemetry.RacksDir, log), DrillMaxAge: c.DrillMaxAge,
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {

@@ -104,3 +104,27 @@ func TestJobShowsWaveReports(t *testing.T) {
 		}
 	}
 }
+
+// Restore drills through a running server: candidates are marked with an
+// event, a drill without a candidate or of a non-candidate is refused
+// saying why, and recipe ls shows a class never drilled as not scale-ready.
+func TestDrillCLI(t *testing.T) {
+	s := startServe(t, recipesDir(t, map[string]string{"h100": "name: h100\nversion: 1.0.0\ntimeouts:\n  restore: 20m\n"}))
+	s.ok("machine", "add", "gpu-01", "--mac", "52:54:00:ff:00:01", "--recipe", "h100")
+	s.ok("machine", "add", "gpu-02", "--mac", "52:54:00:ff:00:02", "--recipe", "h100")
+	if _, _, err := s.run("drill", "h100"); err == nil || !strings.Contains(err.Error(), "no drill candidate") {
+		t.Errorf("drill without candidates: %v", err)
+	}
+	if out := s.ok("machine", "drill-candidate", "gpu-02"); !strings.Contains(out, "drill candidate") {
+		t.Errorf("drill-candidate: %q", out)
+	}
+	if ev := s.ok("events", "gpu-02"); !strings.Contains(ev, "a restore drill may wipe this machine") {
+		t.Errorf("no drill event:\n%s", ev)
+	}
+	if _, _, err := s.run("drill", "h100", "--machine", "gpu-01"); err == nil || !strings.Contains(err.Error(), "gpu-01 is not a drill candidate") {
+		t.Errorf("drill of a non-candidate: %v", err)
+	}
+	if out := s.ok("recipe", "ls"); !strings.Contains(out, "h100") || !strings.Contains(out, "20m0s") || !strings.Contains(out, "NO: never drilled") {
+		t.Errorf("recipe ls:\n%s", out)
+	}
+}

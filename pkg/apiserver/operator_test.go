@@ -40,7 +40,7 @@ func TestOpenAPIMatchesWireTypes(t *testing.T) {
 		wire.ReimageResult{}, wire.RolloutRequest{}, wire.TokenRequest{}, wire.Token{}, wire.TokenCreated{}, wire.Image{},
 		wire.Version{}, wire.Secret{}, wire.SecretRequest{}, wire.KeyRotation{}, wire.BMCRotateRequest{}, wire.BMCRotation{},
 		wire.Alert{}, wire.Reading{}, wire.PowerReport{}, wire.NodePower{}, wire.RackPower{},
-		wire.CapacityPlan{}, wire.RackRoom{},
+		wire.CapacityPlan{}, wire.RackRoom{}, wire.DrillCandidateRequest{}, wire.DrillRequest{}, wire.Drill{}, wire.RecipeReadiness{},
 		machine.Machine{}} {
 		typ := reflect.TypeOf(v)
 		schema, ok := doc.Components.Schemas[typ.Name()]

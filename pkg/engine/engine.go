@@ -114,6 +114,9 @@ type Config struct {
 	// WaveCheck judges each machine of a finished rollout wave by what
 	// telemetry measured under load; nil: waves gate on failures only.
 	WaveCheck WaveCheck
+	// DrillMaxAge is how old a class's last passing restore drill may be
+	// for it to count as scale-ready (0: any age).
+	DrillMaxAge time.Duration
 }
 
 // Engine runs provisioning jobs.
@@ -132,6 +135,7 @@ type Engine struct {
 	dhcp      DHCPInfo
 	racks     func() []rack.Rack
 	waveCheck WaveCheck
+	drillAge  time.Duration
 
 	mu       sync.Mutex      // serializes job step changes
 	kick     chan string     // job IDs whose BMC step should run now
@@ -149,7 +153,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
-		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks, waveCheck: cfg.WaveCheck,
+		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks, waveCheck: cfg.WaveCheck, drillAge: cfg.DrillMaxAge,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
 	if e.log == nil {
@@ -204,6 +208,9 @@ type ReimageSpec struct {
 	// 1), empty outside a rollout: two-node burn-in tests pair only nodes
 	// of one wave, which boot and burn in together.
 	Wave string `json:"wave,omitempty"`
+	// Drill marks a restore drill (ingot drill): its time to restore is
+	// judged against the recipe's timeouts.restore.
+	Drill bool `json:"drill,omitempty"`
 	// Pinned is the resolved recipe the job started with, and
 	// RecipeDigest its digest: the job runs that version to its end,
 	// whatever a recipe reload brings meanwhile.
@@ -325,3 +332,6 @@ func FormatPhases(st ReimageStatus) string { return formatPhases(st) }
 // SetWaveCheck sets the rollout wave gate after New (telemetry is built on
 // the fleet, which is built after the engine). Call before Run.
 func (e *Engine) SetWaveCheck(c WaveCheck) { e.waveCheck = c }
+
+// DrillMaxAge is the age limit of a passing drill (Config.DrillMaxAge).
+func (e *Engine) DrillMaxAge() time.Duration { return e.drillAge }

@@ -722,3 +722,80 @@ func TestRolloutGatesOnMeasuredHealth(t *testing.T) {
 		t.Errorf("checked %v, want only the first wave's two machines", checked)
 	}
 }
+
+// Restore drills: only candidates are drilled unless one is named with
+// force; a drill's time to restore is judged against timeouts.restore; a
+// class is scale-ready after a passing drill, and a rollout of a class
+// that is not says so before it starts.
+func TestRestoreDrills(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := newHarness(t, nil)
+	for i, cand := range []bool{false, true} {
+		m := &machine.Machine{Name: fmt.Sprintf("node%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:03:%02x", i)}, Recipe: "lab-qemu",
+			State: machine.StateReady, DrillCandidate: cand, BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", 3000+i)}}
+		if err := h.s.CreateMachine(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go h.simAgents(ctx)
+	if rd := h.e.ReadinessOf(ctx, "lab-qemu", time.Hour); rd.ScaleReady || !strings.Contains(rd.Why, "never drilled") {
+		t.Errorf("before any drill: %+v", rd)
+	}
+	if _, err := h.e.StartDrill(ctx, "lab-qemu", "node00", false, "test"); !errors.Is(err, engine.ErrPreflight) || !strings.Contains(err.Error(), "not a drill candidate") {
+		t.Errorf("drill of a non-candidate: %v", err)
+	}
+	j, err := h.e.StartDrill(ctx, "lab-qemu", "", false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Machines[0] == "" {
+		t.Fatal("no machine")
+	}
+	m, _ := h.s.GetMachine(ctx, j.Machines[0])
+	if m.Name != "node01" {
+		t.Errorf("the drill picked %s, not the candidate node01", m.Name)
+	}
+	h.waitStep(j.ID, string(store.JobSucceeded))
+	rd := h.e.ReadinessOf(ctx, "lab-qemu", time.Hour)
+	if !rd.ScaleReady || rd.Last == nil || rd.Last.Machine != "node01" {
+		t.Errorf("after a passing drill: %+v %+v", rd, rd.Last)
+	}
+	// A target the drill cannot meet: the next drill (forced on a
+	// non-candidate) fails the class.
+	r := testRecipe()
+	r.Timeouts.Restore = recipe.Duration(time.Nanosecond)
+	h.mu.Lock()
+	h.recipe = r
+	h.mu.Unlock()
+	tick := time.NewTicker(5 * time.Millisecond) // the drill takes time on the engine's clock
+	defer tick.Stop()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				h.advance(100 * time.Millisecond)
+			}
+		}
+	}()
+	j, err = h.e.StartDrill(ctx, "lab-qemu", "node00", true, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, string(store.JobSucceeded))
+	rd = h.e.ReadinessOf(ctx, "lab-qemu", time.Hour)
+	if rd.ScaleReady || !strings.Contains(rd.Why, "over the target 1ns") || rd.LastPassed == nil {
+		t.Errorf("after a slow drill: %+v", rd)
+	}
+	rj, err := h.e.StartRollout(ctx, engine.RolloutSpec{Recipe: "lab-qemu", Batch: 2}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st engine.RolloutStatus
+	json.Unmarshal(rj.Status, &st)
+	if !strings.Contains(st.Warning, "lab-qemu is not scale-ready") {
+		t.Errorf("rollout warning %q", st.Warning)
+	}
+}

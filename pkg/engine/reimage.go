@@ -133,12 +133,12 @@ func (e *Engine) probeBMC(ctx context.Context, m *machine.Machine) error {
 
 // Reimage runs the preflight and, when it passes, starts a persisted job.
 func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*store.Job, error) {
-	return e.reimage(ctx, idOrName, actor, reason, "")
+	return e.reimage(ctx, idOrName, actor, reason, "", false)
 }
 
 // reimage starts a reimage job; wave names the rollout wave it belongs to
 // ("" outside a rollout): fabric burn-in pairs nodes of one wave.
-func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave string) (*store.Job, error) {
+func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave string, drill bool) (*store.Job, error) {
 	p, err := e.Preflight(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave stri
 	if err != nil {
 		return nil, err
 	}
-	sp := ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave}
+	sp := ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave, Drill: drill}
 	if r, err := e.recipes(m.Recipe); err == nil {
 		if err := e.reserve(ctx, r, m); err != nil {
 			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)

@@ -32,6 +32,9 @@ type RolloutStatus struct {
 	Jobs    map[string]string `json:"jobs"`  // machine ID -> reimage job ID
 	Failed  map[string]string `json:"failed,omitempty"`
 	Stopped string            `json:"stopped,omitempty"`
+	// Warning says, before the first wave, what the operator should know:
+	// a class that is not scale-ready (no recent, fast enough restore drill).
+	Warning string `json:"warning,omitempty"`
 	// Reports are the finished waves' reports, kept with the rollout.
 	Reports []WaveReport `json:"reports,omitempty"`
 }
@@ -141,6 +144,10 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	if err := lonePairs(r, st.Waves); err != nil {
 		return nil, fmt.Errorf("rollout: %w", err)
 	}
+	if rd := e.ReadinessOf(ctx, sp.Recipe, e.drillAge); !rd.ScaleReady {
+		st.Warning = fmt.Sprintf("recipe %s is not scale-ready: %s", sp.Recipe, rd.Why)
+		e.log.Warn("rollout of a class that is not scale-ready", "recipe", sp.Recipe, "why", rd.Why)
+	}
 	spec, _ := json.Marshal(sp)
 	status, _ := json.Marshal(st)
 	j := &store.Job{ID: newID("r-"), Kind: "rollout", State: store.JobRunning, Step: "wave 1", Spec: spec, Status: status,
@@ -209,7 +216,7 @@ func (e *Engine) driveRollout(ctx context.Context, id string) {
 			if _, ok := st.Jobs[mid]; ok {
 				continue
 			}
-			rj, err := e.reimage(ctx, mid, "rollout "+id, sp.Reason, fmt.Sprintf("%s/%d", id, st.Wave+1))
+			rj, err := e.reimage(ctx, mid, "rollout "+id, sp.Reason, fmt.Sprintf("%s/%d", id, st.Wave+1), false)
 			if err != nil {
 				st.Jobs[mid] = ""
 				st.Failed[mid] = err.Error()

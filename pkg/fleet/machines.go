@@ -219,3 +219,21 @@ func CheckName(name string) error {
 	}
 	return nil
 }
+
+// SetDrillCandidate marks (on) or unmarks a machine as one a restore drill
+// may wipe; the change is an event naming the actor.
+func (s *Service) SetDrillCandidate(ctx context.Context, idOrName string, on bool, actor string) (*machine.Machine, error) {
+	m, err := s.store.UpdateMachine(ctx, idOrName, func(x *machine.Machine) error {
+		x.DrillCandidate, x.Updated = on, s.now()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("marking %s as a drill candidate: %w", idOrName, err)
+	}
+	msg := "drill candidate: a restore drill may wipe this machine"
+	if !on {
+		msg = "no longer a drill candidate"
+	}
+	s.event(ctx, machine.Event{Machine: m.ID, Actor: actor, Kind: "drill", Message: msg})
+	return m, nil
+}

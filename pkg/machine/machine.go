@@ -66,6 +66,10 @@ type Machine struct {
 	Recipe     string   `json:"recipe,omitempty"`
 	State      State    `json:"state"`
 	Rack       string   `json:"rack,omitempty"`
+	// DrillCandidate: the operator says this machine may be wiped for a
+	// restore drill (a spare, a node kept for drills): `ingot drill` picks
+	// only candidates unless told otherwise.
+	DrillCandidate bool `json:"drill_candidate,omitempty"`
 	Index      int      `json:"index,omitempty"`    // its place in the rack, given at enrolment: {index} of network.hostname
 	Location   string   `json:"location,omitempty"` // free-form: row/rack/unit
 	IPv4       string   `json:"ipv4,omitempty"`     // reserved address, if any

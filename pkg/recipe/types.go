@@ -246,6 +246,7 @@ type Timeouts struct {
 	Provision Duration `json:"provision,omitempty" doc:"agent start to image written"`
 	Verify    Duration `json:"verify,omitempty" doc:"acceptance and first boot"`
 	Retries   int      `json:"retries,omitempty" doc:"attempts per step before failed" min:"0"`
+	Restore   Duration `json:"restore,omitempty" doc:"restore target: a restore drill (ingot drill) slower than this fails, and the class is not scale-ready"`
 }
 
 // Digest is the sha256 of the resolved recipe's JSON: two recipes with the

@@ -105,8 +105,11 @@ type Config struct {
 	// InventoryRefresh inspects every ready machine through its BMC this
 	// often (drift from the recipe becomes an event; 0: never).
 	InventoryRefresh time.Duration `yaml:"inventory_refresh"`
-	AlertWebhook     string        `yaml:"alert_webhook"`
-	AlertmanagerURL  string        `yaml:"alertmanager_url"`
+	// DrillMaxAge: a class whose last passing restore drill is older is
+	// not scale-ready (0: any age).
+	DrillMaxAge     time.Duration `yaml:"drill_max_age"`
+	AlertWebhook    string        `yaml:"alert_webhook"`
+	AlertmanagerURL string        `yaml:"alertmanager_url"`
 
 	// AgentBinding ties a credential requester's address to a machine's
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
@@ -129,6 +132,7 @@ func Defaults() Config {
 		PublicRate:            20,
 		TelemetryInterval:     time.Minute,
 		InventoryRefresh:      24 * time.Hour,
+		DrillMaxAge:           30 * 24 * time.Hour,
 		RA:                    true,
 		DHCP:                  "full",
 		LeaseTime:             time.Hour,
@@ -195,6 +199,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BMCRotateEvery, "bmc-rotate-every", c.BMCRotateEvery, "rotate each secret: BMC password this often, e.g. 720h (0: only with ingot bmc rotate)")
 	fs.DurationVar(&c.TelemetryInterval, "telemetry-interval", c.TelemetryInterval, "poll every enrolled BMC this often for power, temperatures, fans and PSUs (0: off)")
 	fs.DurationVar(&c.InventoryRefresh, "inventory-refresh", c.InventoryRefresh, "inspect every ready machine through its BMC this often; drift from its recipe (a GPU off the bus, a DIMM gone, firmware changed) becomes an event (0: never)")
+	fs.DurationVar(&c.DrillMaxAge, "drill-max-age", c.DrillMaxAge, "a class whose last passing restore drill (ingot drill) is older is not scale-ready, and its rollouts say so (0: any age)")
 	fs.StringVar(&c.AlertWebhook, "alert-webhook", c.AlertWebhook, "POST every alert that fires or resolves to this URL as JSON")
 	fs.StringVar(&c.AlertmanagerURL, "alertmanager-url", c.AlertmanagerURL, "send alerts to this Alertmanager (or compatible) at URL/api/v2/alerts")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+

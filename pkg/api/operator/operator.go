@@ -321,3 +321,39 @@ type RackRoom struct {
 	Headroom float64 `json:"headroom_watts"`
 	Fits     int     `json:"fits"`
 }
+
+// DrillCandidateRequest is PUT /api/v1/machines/{id}/drill-candidate.
+type DrillCandidateRequest struct {
+	Candidate bool `json:"candidate"`
+}
+
+// DrillRequest is POST /api/v1/drills: a restore drill of Recipe, on
+// Machine (or the candidate drilled longest ago); Force allows a machine
+// that is not a candidate.
+type DrillRequest struct {
+	Recipe  string `json:"recipe"`
+	Machine string `json:"machine,omitempty"`
+	Force   bool   `json:"force,omitempty"`
+}
+
+// Drill is a finished restore drill.
+type Drill struct {
+	Job            string    `json:"job"`
+	Machine        string    `json:"machine"`
+	At             time.Time `json:"at"`
+	RestoreSeconds float64   `json:"restore_seconds"`
+	TargetSeconds  float64   `json:"target_seconds,omitempty"`
+	Passed         bool      `json:"passed"`
+	Why            string    `json:"why,omitempty"`
+}
+
+// RecipeReadiness is a class's standing (GET /api/v1/recipes/readiness):
+// its last drill against its restore target and whether it may scale.
+type RecipeReadiness struct {
+	Recipe        string  `json:"recipe"`
+	TargetSeconds float64 `json:"target_seconds,omitempty"`
+	LastDrill     *Drill  `json:"last_drill,omitempty"`
+	LastPassed    *Drill  `json:"last_passed,omitempty"`
+	ScaleReady    bool    `json:"scale_ready"`
+	Why           string  `json:"why,omitempty"`
+}
