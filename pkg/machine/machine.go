@@ -69,10 +69,10 @@ type Machine struct {
 	// DrillCandidate: the operator says this machine may be wiped for a
 	// restore drill (a spare, a node kept for drills): `ingot drill` picks
 	// only candidates unless told otherwise.
-	DrillCandidate bool `json:"drill_candidate,omitempty"`
-	Index      int      `json:"index,omitempty"`    // its place in the rack, given at enrolment: {index} of network.hostname
-	Location   string   `json:"location,omitempty"` // free-form: row/rack/unit
-	IPv4       string   `json:"ipv4,omitempty"`     // reserved address, if any
+	DrillCandidate bool   `json:"drill_candidate,omitempty"`
+	Index          int    `json:"index,omitempty"`    // its place in the rack, given at enrolment: {index} of network.hostname
+	Location       string `json:"location,omitempty"` // free-form: row/rack/unit
+	IPv4           string `json:"ipv4,omitempty"`     // reserved address, if any
 	// Waivers let this machine past failed acceptance checks, one each.
 	Waivers []Waiver  `json:"waivers,omitempty"`
 	Created time.Time `json:"created"`
