@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
@@ -19,6 +21,9 @@ const jobUsage = `Usage: ingot job COMMAND
   cancel JOB [--reason TEXT]
                  end a running job: its machines turn failed (reimage them),
                  a rollout stops before its next wave
+  evidence JOB [-f FILE]
+                 the job's evidence bundle (.tar.gz, default JOB.tar.gz): the job and
+                 its time to restore, the recipe it ran, events, agent log, inventory
 
 Flags: --server, --token-file, --context (see 'ingot config'), -o table|json|yaml.
 `
@@ -35,6 +40,7 @@ func runJob(ctx context.Context, e *env, args []string) error {
 	limit := fs.Int("limit", 0, "at most N jobs (0: all)")
 	after := fs.String("after", "", "the next page: the key the previous one printed")
 	reason := fs.String("reason", "", "why (job cancel)")
+	file := fs.String("f", "", "job evidence: write the bundle here (default JOB.tar.gz)")
 	pos, err := parseWithArgs(e, fs, args[1:])
 	if err != nil {
 		return helpOK(err)
@@ -52,6 +58,8 @@ func runJob(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("job show: %w", err)
 		}
 		return e.render(af.output, j, func() error { return writeJob(e, j) })
+	case args[0] == "evidence" && len(pos) == 1:
+		return jobEvidence(ctx, e, c, pos[0], firstNonEmpty(*file, pos[0]+".tar.gz"))
 	case args[0] == "cancel" && len(pos) == 1:
 		j, err := c.CancelJob(ctx, pos[0], *reason)
 		if err != nil {
@@ -139,4 +147,25 @@ func writeWaveReports(e *env, st engine.RolloutStatus) {
 			fmt.Fprintln(e.stdout, line)
 		}
 	}
+}
+
+// jobEvidence writes a job's evidence bundle to file, whole or not at all.
+func jobEvidence(ctx context.Context, e *env, c *client.Client, id, file string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
+		return fmt.Errorf("job evidence: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := c.Evidence(ctx, id, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		return fmt.Errorf("job evidence: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "evidence of job %s: %d bytes in %s\n", id, n, file)
+	return nil
 }

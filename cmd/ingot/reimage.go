@@ -98,7 +98,8 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 			fmt.Fprintf(w, "%s: ready; %s\n", n, engine.FormatPhases(st))
 		case wire.JobFailed, wire.JobCancelled:
 			failed++
-			fmt.Fprintf(w, "%s: %s at %s\n  evidence: ingot events %s; ingot job show %s\n", n, strings.ToUpper(j.State), j.Reason, n, j.ID)
+			fmt.Fprintf(w, "%s: %s at %s\n  evidence: ingot job evidence %s -f %s.tar.gz (events, agent log, recipe, inventory); ingot job show %s\n",
+				n, strings.ToUpper(j.State), j.Reason, j.ID, j.ID, j.ID)
 		}
 	})
 	if err != nil && ctx.Err() != nil {

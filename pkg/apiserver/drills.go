@@ -1,10 +1,16 @@
 package apiserver
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/evidence"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 func (s *Server) putDrillCandidate(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -57,4 +63,51 @@ func wireDrill(d *engine.DrillResult) *wire.Drill {
 	}
 	return &wire.Drill{Job: d.Job, Machine: d.Machine, At: d.At, RestoreSeconds: d.Restore.Seconds(), TargetSeconds: d.Target.Seconds(),
 		Passed: d.Passed, Why: d.Why}
+}
+
+// getEvidence answers a job's evidence bundle (.tar.gz): the job and its
+// time to restore, the recipe it ran, the machine's events during it, the
+// agent's log, drift findings and the latest inventory.
+func (s *Server) getEvidence(w http.ResponseWriter, r *http.Request, _ principal) error {
+	ctx := r.Context()
+	j, err := s.store.GetJob(ctx, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	b := evidence.Bundle{Job: WireJob(j), Taken: time.Now(),
+		Missing: []string{"the BMC's event log (SEL) and serial console: not collected yet (see the README)"}}
+	if j.Kind == "reimage" {
+		var sp engine.ReimageSpec
+		if json.Unmarshal(j.Spec, &sp) == nil {
+			b.Recipe = sp.Pinned
+		}
+		st := engine.StatusOf(j.Status)
+		b.Restore, b.AgentLog, b.Findings = engine.FormatPhases(st), st.Log, st.Findings
+	}
+	for _, id := range j.Machines {
+		evs, err := s.fleet.Events(ctx, id, 0, 0)
+		if err != nil {
+			b.Missing = append(b.Missing, fmt.Sprintf("events of %s: %v", id, err))
+			continue
+		}
+		var during []machine.Event
+		for _, ev := range evs {
+			if !ev.Time.Before(j.Created.Add(-time.Minute)) && (j.State == store.JobRunning || !ev.Time.After(j.Updated.Add(time.Minute))) {
+				during = append(during, ev)
+			}
+		}
+		b.Events = during
+		if snap, err := s.fleet.Inventory(ctx, id, 0); err == nil {
+			b.Inventory = snap
+		} else {
+			b.Missing = append(b.Missing, fmt.Sprintf("inventory of %s: %v", id, err))
+		}
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.tar.gz"`, j.ID))
+	if err := evidence.Write(w, j.ID, b); err != nil {
+		s.log.Error("evidence bundle cut short", "job", j.ID, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	return nil
 }

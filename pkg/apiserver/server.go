@@ -172,6 +172,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/jobs", operator, s.listJobs, 0},
 		{"GET", "/api/v1/jobs/{id}", operator, s.getJob, 0},
 		{"POST", "/api/v1/jobs/{id}/cancel", operator, s.postCancel, 0},
+		{"GET", "/api/v1/jobs/{id}/evidence", operator, s.getEvidence, 0},
 		{"POST", "/api/v1/reimage", operator, s.postReimage, 0},
 		{"POST", "/api/v1/rollouts", operator, s.postRollout, 0},
 		{"GET", "/api/v1/rollouts/{id}", operator, s.getJob, 0},

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -28,4 +30,23 @@ func (c *Client) Readiness(ctx context.Context) ([]wire.RecipeReadiness, error) 
 	var out []wire.RecipeReadiness
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/recipes/readiness", nil, &out)
 	return out, err
+}
+
+// Evidence streams a job's evidence bundle (.tar.gz) into w.
+func (c *Client) Evidence(ctx context.Context, jobID string, w io.Writer) (int64, error) {
+	path := "/api/v1/jobs/" + url.PathEscape(jobID) + "/evidence"
+	resp, err := c.send(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return 0, &Error{Server: c.base, Method: http.MethodGet, Path: path, Status: resp.StatusCode, Message: message(data)}
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, &Error{Server: c.base, Method: http.MethodGet, Path: path, Status: resp.StatusCode, Message: fmt.Sprintf("the bundle was cut short after %d bytes: %v", n, err)}
+	}
+	return n, nil
 }
