@@ -170,8 +170,47 @@ func insertEdit(lines []string, m *yaml.Node, sum string) (pinEdit, error) {
 	if strings.Trim(indent, " ") != "" {
 		return pinEdit{}, fmt.Errorf("expected only spaces before %q; add sha256 by hand", k.Value)
 	}
-	return pinEdit{change: PinChange{New: sum}, line: k.Line - 1, col: -1,
-		text: indent + "sha256: " + quoteSHA(sum, '"')}, nil
+	text := indent + "sha256: " + quoteSHA(sum, '"')
+	// Under the first key, unless its value goes on over the next lines (a
+	// quoted or plain scalar may), where the new line would land inside
+	// it: then above the first key.
+	if insertsKey(lines, k.Line-1, text, k, sum) {
+		return pinEdit{change: PinChange{New: sum}, line: k.Line - 1, col: -1, text: text}, nil
+	}
+	if k.Line < 2 || !insertsKey(lines, k.Line-2, text, k, sum) {
+		return pinEdit{}, fmt.Errorf("found no line for sha256 beside %q that keeps the file's meaning; add it by hand", k.Value)
+	}
+	return pinEdit{change: PinChange{New: sum}, line: k.Line - 2, col: -1, text: text}, nil
+}
+
+// insertsKey reports whether text, inserted after line index at, reads
+// back as a sha256 key of the mapping whose first key is k.
+func insertsKey(lines []string, at int, text string, k *yaml.Node, sum string) bool {
+	trial := slices.Clone(lines)
+	if !strings.HasSuffix(trial[at], "\n") {
+		trial[at] += "\n"
+	}
+	trial = slices.Insert(trial, at+1, text+"\n")
+	var doc yaml.Node
+	if yaml.Unmarshal([]byte(strings.Join(trial, "")), &doc) != nil {
+		return false
+	}
+	var found bool
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode && len(n.Content) >= 2 && n.Content[0].Line == k.Line && n.Content[0].Column == k.Column {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "sha256" && n.Content[i+1].Value == sum {
+					found = true
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(&doc)
+	return found
 }
 
 func quoteSHA(sum string, q byte) string {
