@@ -6,6 +6,7 @@ package durable
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // SyncDir makes the entries of dir durable: a file created, renamed or
@@ -19,6 +20,38 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("syncing directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFile replaces path with data, mode perm, so that a crash leaves the
+// old file or the new one whole, never part of either: a temporary file in
+// the same folder, synced, renamed over path, and the folder synced.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a failure; gone by then otherwise
+	err = tmp.Chmod(perm)
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		err = SyncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ import (
 	"strings"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // ErrWrongKey: the key a secret was sealed with is not in the key file.
@@ -183,26 +185,8 @@ func (k *Keyring) write() error {
 	if err := os.MkdirAll(filepath.Dir(k.path), 0o700); err != nil {
 		return fmt.Errorf("secret key file: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(k.path), "."+filepath.Base(k.path)+".*")
-	if err != nil {
+	if err := durable.WriteFile(k.path, []byte(b.String()), 0o600); err != nil {
 		return fmt.Errorf("secret key file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.WriteString(b.String())
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), k.path)
-	}
-	if err != nil {
-		return fmt.Errorf("writing secret key file %s: %w", k.path, err)
 	}
 	return nil
 }

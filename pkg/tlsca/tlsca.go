@@ -35,6 +35,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // Lifetimes of what Ensure makes, and how early a server certificate is
@@ -244,31 +246,12 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	return writeFile(path, pemBlock("PRIVATE KEY", der), 0o600)
 }
 
-// writeFile replaces path atomically (a crash leaves the old file or the
-// new one, never half of one).
+// writeFile replaces path whole (pkg/durable).
 func writeFile(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("tls: writing %s: %w", path, err)
+	if err := durable.WriteFile(path, b, mode); err != nil {
+		return fmt.Errorf("tls: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err == nil {
-		_, err = tmp.Write(b)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), path)
-		}
-		if err == nil {
-			return nil
-		}
-	}
-	tmp.Close()
-	return fmt.Errorf("tls: writing %s: %w", path, err)
+	return nil
 }
 
 // Holder serves the current certificate and swaps it on Reload (SIGHUP);
