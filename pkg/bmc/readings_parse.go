@@ -282,15 +282,7 @@ func parsePower(c *chassisSample, d doc) {
 			RatedWatts: rated, Health: health, State: state}})
 	}
 	for _, r := range jarr(d, "Redundancy") {
-		g := redundancyGroup{}
-		g.health, _ = status(r)
-		if n, ok := jnum(r["MinNumNeeded"]); ok {
-			g.minNeeded = int(n)
-		}
-		for _, m := range jarr(r, "RedundancySet") {
-			g.members = append(g.members, jstr(m, "@odata.id"))
-		}
-		c.groups = append(c.groups, g)
+		c.groups = append(c.groups, redundancyOf(r, "MinNumNeeded", "RedundancySet"))
 	}
 }
 
@@ -347,16 +339,23 @@ func parseEnvironment(c *chassisSample, d doc) {
 // parsePowerSubsystem reads the redundancy groups of a PowerSubsystem.
 func parsePowerSubsystem(c *chassisSample, d doc) {
 	for _, r := range jarr(d, "PowerSupplyRedundancy") {
-		g := redundancyGroup{}
-		g.health, _ = status(r)
-		if n, ok := jnum(r["MinNeededInGroup"]); ok {
-			g.minNeeded = int(n)
-		}
-		for _, m := range jarr(r, "RedundancyGroup") {
-			g.members = append(g.members, jstr(m, "@odata.id"))
-		}
-		c.groups = append(c.groups, g)
+		c.groups = append(c.groups, redundancyOf(r, "MinNeededInGroup", "RedundancyGroup"))
 	}
+}
+
+// redundancyOf reads one redundancy group: legacy Power names its fields
+// MinNumNeeded and RedundancySet, PowerSubsystem MinNeededInGroup and
+// RedundancyGroup.
+func redundancyOf(r doc, minKey, setKey string) redundancyGroup {
+	g := redundancyGroup{}
+	g.health, _ = status(r)
+	if n, ok := jnum(r[minKey]); ok {
+		g.minNeeded = int(n)
+	}
+	for _, m := range jarr(r, setKey) {
+		g.members = append(g.members, jstr(m, "@odata.id"))
+	}
+	return g
 }
 
 // parsePSU reads a PowerSupply (v1) resource; its watts come from its
