@@ -232,6 +232,26 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 					t.Errorf("%s: BMC power %s, want On", m.Name, b.Power())
 				}
 			}
+			// One session per BMC, shared by the engine's steps and inspect
+			// (bmc.Pool): a dial per step would leave none open, a leak more.
+			if len(ready) > 0 {
+				if _, err := prov.fleet.Inspect(ctx, ready[0].ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, m := range ready {
+				var idx int
+				fmt.Sscanf(m.Name, "node%02d", &idx)
+				if n := fleet.BMCs[idx].OpenSessions(); n != 1 {
+					t.Errorf("%s: %d sessions open at its BMC after the rollout and an inspect, want the 1 shared", m.Name, n)
+				}
+			}
+			prov.bmcs.Close()
+			for i, b := range fleet.BMCs {
+				if n := b.OpenSessions(); n != 0 {
+					t.Errorf("node%02d: %d sessions open after the pool closed, want 0", i, n)
+				}
+			}
 		})
 	}
 }

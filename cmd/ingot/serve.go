@@ -91,6 +91,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer prov.bmcs.Close() // logs every shared BMC session out
 	if n, err := prov.fleet.SweepTokens(ctx); err != nil {
 		return err
 	} else if n > 0 {

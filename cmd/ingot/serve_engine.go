@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,9 @@ type provisioning struct {
 	api       *apiserver.Server
 	fleet     *fleet.Service
 	telemetry *telemetry.Service // nil: BMCs are not polled
+	// bmcs holds one session per BMC, shared by the engine, inspect, the
+	// inventory refresh and telemetry (serve closes it last).
+	bmcs *bmc.Pool
 }
 
 // provisioningConfig is what newProvisioning builds from.
@@ -61,8 +65,9 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	st, arts, recipes, names, publicURL, binding, iface := c.Store, c.Artifacts, c.Recipes, c.Names, c.PublicURL, c.Binding, c.Iface
 	dhcpInfo, creds, keys, publicLimit, log := c.DHCP, c.Creds, c.Keys, c.PublicLimit, c.Log
 	var fl *fleet.Service // made below; the engine's dials resolve secret: references through it
+	pool := bmc.NewPool(nil)
 	dial := func(ctx context.Context, m *machine.Machine) (engine.BMC, error) {
-		return dialMachineBMC(ctx, m, fl.Credentials(), log)
+		return pooledMachineBMC(ctx, pool, m, fl.Credentials(), log)
 	}
 	var artifacts engine.Artifacts
 	size := func(string) (int64, bool) { return 0, false }
@@ -103,18 +108,26 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	fl, err = fleet.New(fleet.Config{Store: st, Recipes: recipes, Logger: log.With("service", "fleet"), Credentials: creds,
 		Secrets: secrets, Keys: keys,
 		DialBMC: func(ctx context.Context, m *machine.Machine) (fleet.BMCReader, error) {
-			return dialMachineBMC(ctx, m, fl.Credentials(), log)
+			return pooledMachineBMC(ctx, pool, m, fl.Credentials(), log)
 		},
+		// A rotation logs in on its own session, with the password it
+		// names; when it is done the pooled session (logged in with the
+		// old password) is dropped, so the next use logs in afresh instead
+		// of failing a renewal with a password the BMC no longer takes.
 		DialBMCAs: func(ctx context.Context, m *machine.Machine, user, pass string) (fleet.BMCRotator, error) {
-			return bmc.Dial(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
+			c, err := bmc.Dial(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
 				Insecure: m.BMC.Insecure, Logger: log.With("bmc", m.BMC.Endpoint)})
+			if err != nil {
+				return nil, err
+			}
+			return rotatingBMC{Client: c, forget: func() error { return pool.Forget(m.BMC.Endpoint, user) }}, nil
 		}})
 	if err != nil {
 		return nil, err
 	}
 	var tel *telemetry.Service
 	if c.Telemetry.Interval > 0 {
-		if tel, err = newTelemetry(c.Telemetry, st, fl, recipes, bmc.NewPool(nil), log); err != nil {
+		if tel, err = newTelemetry(c.Telemetry, st, fl, recipes, pool, log); err != nil {
 			return nil, err
 		}
 		e.SetWaveCheck(waveCheck(tel))
@@ -125,7 +138,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &provisioning{engine: e, api: api, fleet: fl, telemetry: tel}, nil
+	return &provisioning{engine: e, api: api, fleet: fl, telemetry: tel, bmcs: pool}, nil
 }
 
 // listImages lists the content store's images for the API.
@@ -157,9 +170,10 @@ func engineFinding(f drift.Finding) engine.Finding {
 // mount adds the API routes to serve's HTTP mux.
 func (p *provisioning) mount(mux *http.ServeMux) { p.api.Register(mux) }
 
-// dialMachineBMC opens a Redfish session to a machine's BMC with the
-// credentials its reference names, where the server's policy allows.
-func dialMachineBMC(ctx context.Context, m *machine.Machine, creds credential.Policy, log *slog.Logger) (engine.BMC, error) {
+// pooledMachineBMC hands out the machine's shared BMC session (bmc.Pool),
+// logging in with the credentials its reference names, where the server's
+// policy allows. Its Close leaves the session to the pool.
+func pooledMachineBMC(ctx context.Context, pool *bmc.Pool, m *machine.Machine, creds credential.Policy, log *slog.Logger) (engine.BMC, error) {
 	if m.BMC.Endpoint == "" {
 		return nil, fmt.Errorf("machine %s has no BMC endpoint", m.Name)
 	}
@@ -167,16 +181,29 @@ func dialMachineBMC(ctx context.Context, m *machine.Machine, creds credential.Po
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
 	}
-	c, err := bmc.Dial(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
+	c, err := pool.Get(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: user, Password: pass,
 		Insecure: m.BMC.Insecure, Logger: log.With("bmc", m.BMC.Endpoint)})
 	if err != nil {
 		return nil, err
 	}
-	return engineBMC{c}, nil
+	return engineBMC{c: c, pooled: true}, nil
 }
 
-// engineBMC adapts *bmc.Client to engine.BMC.
-type engineBMC struct{ c *bmc.Client }
+// rotatingBMC is a rotation's own session; closing it also drops the
+// pooled one.
+type rotatingBMC struct {
+	*bmc.Client
+	forget func() error
+}
+
+func (b rotatingBMC) Close() error { return errors.Join(b.Client.Close(), b.forget()) }
+
+// engineBMC adapts *bmc.Client to engine.BMC. A pooled client is not
+// closed by its user: the pool keeps its session for the next.
+type engineBMC struct {
+	c      *bmc.Client
+	pooled bool
+}
 
 func (b engineBMC) PowerCycle(ctx context.Context) error { return b.c.PowerCycle(ctx) }
 func (b engineBMC) SetBootOverride(ctx context.Context, target, uri string, once bool) error {
@@ -205,4 +232,9 @@ func (b engineBMC) Inventory(ctx context.Context) (machine.Inventory, error) {
 	return b.c.Inventory(ctx)
 }
 func (b engineBMC) NodeWatts(ctx context.Context) (int, error) { return b.c.NodeWatts(ctx) }
-func (b engineBMC) Close() error                               { return b.c.Close() }
+func (b engineBMC) Close() error {
+	if b.pooled {
+		return nil
+	}
+	return b.c.Close()
+}

@@ -3,7 +3,9 @@ package bmc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // Pool hands out one Client per BMC (endpoint and user), shared by every
@@ -162,20 +164,51 @@ func (p *Pool) Forget(endpoint, user string) error {
 	return nil
 }
 
-// Close logs out every pooled client; later Gets fail.
+// closeWait bounds how long Pool.Close waits for logouts: a BMC that does
+// not answer keeps serve's shutdown waiting no longer than this, and
+// expires the session itself (its session timeout).
+const closeWait = 5 * time.Second
+
+// Close logs out every pooled client, 32 at once, waiting at most
+// closeWait for all of them; later Gets fail.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	entries := p.entries
 	p.entries = map[poolKey]*poolEntry{}
 	p.mu.Unlock()
-	var errs []error
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 32)
+	)
 	for _, e := range entries {
-		<-e.ready
-		if e.client != nil {
-			errs = append(errs, e.client.Close())
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			<-e.ready
+			if e.client != nil {
+				err := e.client.Close()
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("closing the BMC pool: logouts still unanswered after %s; those BMCs expire the sessions themselves", closeWait))
+		mu.Unlock()
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -3,6 +3,9 @@ package bmc_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,5 +166,42 @@ func TestPoolRetriesUnreachableAndForgets(t *testing.T) {
 	c2, err := p.Get(ctxT(t), testConfig(url))
 	if err != nil || c2 == c || dials.Load() != 3 {
 		t.Errorf("after Forget: %v, same client %v, %d dials; want a new client, 3 dials", err, c2 == c, dials.Load())
+	}
+}
+
+// A BMC that never answers the logout keeps Close (serve's shutdown)
+// waiting a bounded time, not its read timeout times its retries; the
+// error says the sessions were left to expire.
+func TestPoolCloseIsBounded(t *testing.T) {
+	b, err := vbmc.New(vbmc.Config{Root: mockupDir(t, "dmtf-public-rackmount1"), Username: testUser, Password: testPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			select { // the logout: never answered while Close waits
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		b.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer close(release)
+	cfg := testConfig(srv.URL)
+	cfg.ReadTimeout = time.Minute
+	p := bmc.NewPool(nil)
+	if _, err := p.Get(ctxT(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = p.Close()
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("Close took %s with an unanswered logout, want about 5 s", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "expire the sessions") {
+		t.Errorf("Close: %v, want the unanswered logouts named", err)
 	}
 }
