@@ -90,13 +90,22 @@ func sampleOf(r bmc.Readings) telemetry.Sample {
 	s := telemetry.Sample{Time: r.Taken, Up: true, PowerOn: strings.EqualFold(r.PowerState, "On"), Watts: r.NodeWatts,
 		PSURedundancyLost: strings.EqualFold(r.PSURedundancy, "Lost"), MemCorrectable: r.MemoryCorrectable,
 		MemUncorrectable: r.MemoryUncorrectable, Path: r.Path, Problems: r.Problems}
+	carrying := 0 // supplies with input power
+	for _, p := range r.PSUs {
+		if p.InputWatts > 0 {
+			carrying++
+		}
+	}
 	for _, p := range r.PSUs {
 		s.PSUInputWatts += p.InputWatts
 		s.PSUOutputWatts += p.OutputWatts
 		// An empty bay (Absent) is not a loss: the BMC's redundancy group
 		// says whether the supplies left are enough. A present supply in
-		// Critical health is one.
-		if strings.EqualFold(p.Health, "Critical") && !strings.EqualFold(p.State, "Absent") {
+		// Critical health is one; so is (the telemetry path carries numbers
+		// only) a supply at 0 W while the host runs on the others.
+		absent := strings.EqualFold(p.State, "Absent")
+		dead := p.Health == "" && p.InputWatts == 0 && p.OutputWatts == 0 && s.PowerOn && carrying > 0
+		if (strings.EqualFold(p.Health, "Critical") || dead) && !absent {
 			s.PSURedundancyLost = true
 		}
 	}

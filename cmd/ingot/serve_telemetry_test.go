@@ -132,3 +132,34 @@ func firstWords(s string, n int) string {
 	}
 	return s
 }
+
+// What the BMC's readings mean for the rules: PSU and fan losses on every
+// path, including the telemetry path's numbers without a health.
+func TestSampleOf(t *testing.T) {
+	psu := func(in float64, health, state string) bmc.PSUReading {
+		return bmc.PSUReading{Name: "PSU", InputWatts: in, OutputWatts: in * 0.94, Health: health, State: state}
+	}
+	for _, tc := range []struct {
+		name     string
+		power    string
+		psus     []bmc.PSUReading
+		redund   string
+		wantLost bool
+	}{
+		{"both carrying", "On", []bmc.PSUReading{psu(900, "", ""), psu(880, "", "")}, "", false},
+		{"numbers only, one at 0 W while on", "On", []bmc.PSUReading{psu(1700, "", ""), psu(0, "", "")}, "", true},
+		{"numbers only, host off", "Off", []bmc.PSUReading{psu(20, "", ""), psu(0, "", "")}, "", false},
+		{"numbers only, all at 0 W (no readings at all)", "On", []bmc.PSUReading{psu(0, "", ""), psu(0, "", "")}, "", false},
+		{"health OK at 0 W (standby supply)", "On", []bmc.PSUReading{psu(1700, "OK", "Enabled"), psu(0, "OK", "StandbyOffline")}, "", false},
+		{"critical", "On", []bmc.PSUReading{psu(1700, "OK", "Enabled"), psu(0, "Critical", "Enabled")}, "", true},
+		{"empty bay", "On", []bmc.PSUReading{psu(1700, "OK", "Enabled"), psu(0, "", "Absent")}, "", false},
+		{"the BMC's redundancy group says lost", "On", []bmc.PSUReading{psu(1700, "OK", "Enabled")}, "Lost", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sampleOf(bmc.Readings{PowerState: tc.power, NodeWatts: 1500, PSUs: tc.psus, PSURedundancy: tc.redund})
+			if s.PSURedundancyLost != tc.wantLost {
+				t.Errorf("PSU redundancy lost = %v, want %v", s.PSURedundancyLost, tc.wantLost)
+			}
+		})
+	}
+}
