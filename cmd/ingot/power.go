@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
@@ -23,7 +24,7 @@ func runPower(ctx context.Context, e *env, args []string) error {
 	rackName := fs.String("rack", "", "only this rack")
 	tariff := fs.Float64("tariff", 0, "currency per kWh (default: each rack's tariff_per_kwh in racks.yaml)")
 	pue := fs.Float64("pue", 0, "power usage effectiveness (default: each rack's pue, else 1)")
-	window := fs.Duration("window", 0, "the span reported, at most 168h (default 24h)")
+	window := fs.Duration("window", 0, "the span reported (default 24h): up to 168h from 5-minute means, up to 8784h (a year) from daily summaries")
 	if _, err := parseWithArgs(e, fs, args[1:]); err != nil {
 		return helpOK(err)
 	}
@@ -39,7 +40,11 @@ func runPower(ctx context.Context, e *env, args []string) error {
 }
 
 func writePowerReport(e *env, rep *wire.PowerReport) error {
-	fmt.Fprintf(e.stdout, "window %s (5-minute means of each BMC's readings)\n\n", rep.Window)
+	how := "5-minute means of each BMC's readings"
+	if d, err := time.ParseDuration(rep.Window); err == nil && d > 7*24*time.Hour {
+		how = "daily summaries: the median of daily medians, the p95 of daily p95s"
+	}
+	fmt.Fprintf(e.stdout, "window %s (%s)\n\n", rep.Window, how)
 	t := newCLITable(e.stdout, "MACHINE", "RACK", "RECIPE", "MEDIAN W", "P95 W", "KWH/DAY", "COST/DAY", "COST/GPU-H", "PSU EFF", "FLAG")
 	for _, n := range rep.Nodes {
 		eff := "-"

@@ -119,6 +119,7 @@ var (
 	bSecrets   = []byte("secrets")
 	bTelemetry = []byte("telemetry")
 	bPowerDays = []byte("power_days")
+	bPowerSums = []byte("power_summaries")
 
 	kSchema = []byte("schema")
 )

@@ -221,12 +221,18 @@ type SecretStore interface {
 //     sorted by day, from the first day not before from;
 //   - make DeletePowerDaysBefore remove every machine's days before day (a
 //     "2006-01-02" date) and return how many it removed;
-//   - make DeleteTelemetry remove a machine's state and days.
+//   - keep daily summaries (PutPowerSummaries: one small record a machine
+//     and day, kept a year) apart from the power days, with the same
+//     ordering and deletion rules (PowerSummaries, DeletePowerSummariesBefore);
+//   - make DeleteTelemetry remove a machine's state, days and summaries.
 type TelemetryStore interface {
 	PutTelemetry(ctx context.Context, nodes []NodeTelemetry, days []PowerDay) error
 	ListNodeTelemetry(ctx context.Context) ([]NodeTelemetry, error)
 	PowerDays(ctx context.Context, machineID, from string) ([]PowerDay, error)
 	DeletePowerDaysBefore(ctx context.Context, day string) (int, error)
+	PutPowerSummaries(ctx context.Context, days []PowerDay) error
+	PowerSummaries(ctx context.Context, machineID, from string) ([]PowerDay, error)
+	DeletePowerSummariesBefore(ctx context.Context, day string) (int, error)
 	DeleteTelemetry(ctx context.Context, machineID string) error
 }
 

@@ -26,6 +26,7 @@ func migrations() []migration {
 		{"add revisions to machines and jobs", migrateV3},
 		{"add the sealed secrets bucket", migrateV4},
 		{"add the telemetry buckets", migrateV5},
+		{"add the daily power summaries bucket", migrateV6},
 	}
 }
 
@@ -239,6 +240,14 @@ func migrateV5(tx *bolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 			return fmt.Errorf("creating bucket %s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// migrateV6 adds telemetry's daily power summaries (a year of them).
+func migrateV6(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucketIfNotExists(bPowerSums); err != nil {
+		return fmt.Errorf("creating bucket %s: %w", bPowerSums, err)
 	}
 	return nil
 }

@@ -24,6 +24,45 @@ type PowerDay struct {
 
 func dayKey(machine, day string) []byte { return []byte(machine + "/" + day) }
 
+// putDays puts machine/day records into bk.
+func putDays(bk *bolt.Bucket, days []PowerDay) error {
+	for _, d := range days {
+		if d.Machine == "" || strings.Contains(d.Machine, "/") || len(d.Day) != len("2006-01-02") {
+			return fmt.Errorf("power day %q of machine %q: expected a machine ID and a YYYY-MM-DD day", d.Day, d.Machine)
+		}
+		if err := bk.Put(dayKey(d.Machine, d.Day), d.Buckets); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PutPowerSummaries writes daily summaries in one transaction.
+func (b *Bolt) PutPowerSummaries(ctx context.Context, days []PowerDay) error {
+	if err := b.update(ctx, func(tx *bolt.Tx) error { return putDays(tx.Bucket(bPowerSums), days) }); err != nil {
+		return fmt.Errorf("storing %d daily power summaries: %w", len(days), err)
+	}
+	return nil
+}
+
+// PowerSummaries returns a machine's daily summaries from from ("" all).
+func (b *Bolt) PowerSummaries(ctx context.Context, machineID, from string) ([]PowerDay, error) {
+	out, err := b.days(ctx, bPowerSums, machineID, from)
+	if err != nil {
+		return nil, fmt.Errorf("reading daily power summaries of %s: %w", machineID, err)
+	}
+	return out, nil
+}
+
+// DeletePowerSummariesBefore drops every machine's summaries before day.
+func (b *Bolt) DeletePowerSummariesBefore(ctx context.Context, day string) (int, error) {
+	n, err := b.deleteDaysBefore(ctx, bPowerSums, day)
+	if err != nil {
+		return 0, fmt.Errorf("dropping daily power summaries before %s: %w", day, err)
+	}
+	return n, nil
+}
+
 // PutTelemetry writes nodes and days in one transaction.
 func (b *Bolt) PutTelemetry(ctx context.Context, nodes []NodeTelemetry, days []PowerDay) error {
 	err := b.update(ctx, func(tx *bolt.Tx) error {
@@ -36,15 +75,7 @@ func (b *Bolt) PutTelemetry(ctx context.Context, nodes []NodeTelemetry, days []P
 				return err
 			}
 		}
-		for _, d := range days {
-			if d.Machine == "" || strings.Contains(d.Machine, "/") || len(d.Day) != len("2006-01-02") {
-				return fmt.Errorf("power day %q of machine %q: expected a machine ID and a YYYY-MM-DD day", d.Day, d.Machine)
-			}
-			if err := db.Put(dayKey(d.Machine, d.Day), d.Buckets); err != nil {
-				return err
-			}
-		}
-		return nil
+		return putDays(db, days)
 	})
 	if err != nil {
 		return fmt.Errorf("storing telemetry of %d machines: %w", len(nodes), err)
@@ -69,27 +100,40 @@ func (b *Bolt) ListNodeTelemetry(ctx context.Context) ([]NodeTelemetry, error) {
 
 // PowerDays returns a machine's days from from ("" all).
 func (b *Bolt) PowerDays(ctx context.Context, machineID, from string) ([]PowerDay, error) {
-	var out []PowerDay
-	prefix := []byte(machineID + "/")
-	err := b.view(ctx, func(tx *bolt.Tx) error {
-		c := tx.Bucket(bPowerDays).Cursor()
-		for k, v := c.Seek(append(append([]byte{}, prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			out = append(out, PowerDay{Machine: machineID, Day: string(k[len(prefix):]), Buckets: copyBytes(v)})
-		}
-		return nil
-	})
+	out, err := b.days(ctx, bPowerDays, machineID, from)
 	if err != nil {
 		return nil, fmt.Errorf("reading power days of %s: %w", machineID, err)
 	}
 	return out, nil
 }
 
+func (b *Bolt) days(ctx context.Context, bucket []byte, machineID, from string) ([]PowerDay, error) {
+	var out []PowerDay
+	prefix := []byte(machineID + "/")
+	err := b.view(ctx, func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucket).Cursor()
+		for k, v := c.Seek(append(append([]byte{}, prefix...), from...)); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			out = append(out, PowerDay{Machine: machineID, Day: string(k[len(prefix):]), Buckets: copyBytes(v)})
+		}
+		return nil
+	})
+	return out, err
+}
+
 // DeletePowerDaysBefore drops every machine's days before day.
 func (b *Bolt) DeletePowerDaysBefore(ctx context.Context, day string) (int, error) {
+	n, err := b.deleteDaysBefore(ctx, bPowerDays, day)
+	if err != nil {
+		return 0, fmt.Errorf("dropping power days before %s: %w", day, err)
+	}
+	return n, nil
+}
+
+func (b *Bolt) deleteDaysBefore(ctx context.Context, bucket []byte, day string) (int, error) {
 	n := 0
 	err := b.update(ctx, func(tx *bolt.Tx) error {
 		n = 0
-		bk := tx.Bucket(bPowerDays)
+		bk := tx.Bucket(bucket)
 		var old [][]byte
 		err := bk.ForEach(func(k, _ []byte) error {
 			if i := bytes.LastIndexByte(k, '/'); i >= 0 && string(k[i+1:]) < day {
@@ -108,28 +152,27 @@ func (b *Bolt) DeletePowerDaysBefore(ctx context.Context, day string) (int, erro
 		n = len(old)
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("dropping power days before %s: %w", day, err)
-	}
-	return n, nil
+	return n, err
 }
 
-// DeleteTelemetry removes a machine's state and days.
+// DeleteTelemetry removes a machine's state, days and summaries.
 func (b *Bolt) DeleteTelemetry(ctx context.Context, machineID string) error {
 	prefix := []byte(machineID + "/")
 	err := b.update(ctx, func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bTelemetry).Delete([]byte(machineID)); err != nil {
 			return err
 		}
-		bk := tx.Bucket(bPowerDays)
-		c := bk.Cursor()
-		var ks [][]byte
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			ks = append(ks, copyBytes(k))
-		}
-		for _, k := range ks {
-			if err := bk.Delete(k); err != nil {
-				return err
+		for _, name := range [][]byte{bPowerDays, bPowerSums} {
+			bk := tx.Bucket(name)
+			c := bk.Cursor()
+			var ks [][]byte
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				ks = append(ks, copyBytes(k))
+			}
+			for _, k := range ks {
+				if err := bk.Delete(k); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

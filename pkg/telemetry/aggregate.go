@@ -51,12 +51,15 @@ func (b Bucket) PSUWatts() (in, out float64) { return float64(b.psuIn), float64(
 // Aggregator keeps each machine's buckets for Retention. Safe for
 // concurrent use.
 type Aggregator struct {
-	mu sync.Mutex
-	by map[string][]Bucket // machine ID -> buckets, oldest first
+	mu   sync.Mutex
+	by   map[string][]Bucket  // machine ID -> buckets, oldest first
+	sums map[string][]Summary // machine ID -> daily summaries, oldest first
 }
 
 // NewAggregator makes an empty aggregator.
-func NewAggregator() *Aggregator { return &Aggregator{by: map[string][]Bucket{}} }
+func NewAggregator() *Aggregator {
+	return &Aggregator{by: map[string][]Bucket{}, sums: map[string][]Summary{}}
+}
 
 // Add counts a sample into its machine's bucket and drops buckets older
 // than Retention before it. Samples of a BMC that did not answer, and 0 W
@@ -115,11 +118,12 @@ func (a *Aggregator) Window(machineID string, from, to time.Time) []Bucket {
 	return out
 }
 
-// Forget drops a machine's buckets (it was removed).
+// Forget drops a machine's buckets and summaries (it was removed).
 func (a *Aggregator) Forget(machineID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.by, machineID)
+	delete(a.sums, machineID)
 }
 
 func cmp64(a, b int64) int {

@@ -75,12 +75,18 @@ func TestBucketEncoding(t *testing.T) {
 	}
 }
 
-// FuzzDecodeBuckets: a damaged stored day decodes or is refused, never a
-// panic, and what decodes encodes back to the same bytes.
+// FuzzDecodeBuckets: a damaged stored day (or daily summary) decodes or is
+// refused, never a panic, and what decodes encodes back to the same bytes.
 func FuzzDecodeBuckets(f *testing.F) {
 	f.Add(encodeBuckets([]Bucket{{start: 1764662400, n: 1, nw: 1, sumW: 100, maxW: 100}}))
 	f.Add([]byte{1, 2, 3})
+	f.Add(encodeSummary(Summary{day: 1764633600, buckets: 288, meanW: 700, p50W: 690, p95W: 900, maxW: 950}))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if sm, err := decodeSummary(b); err == nil {
+			if got := encodeSummary(sm); string(got) != string(b) {
+				t.Fatalf("summary round trip changed %x to %x", b, got)
+			}
+		}
 		bs, err := decodeBuckets(b)
 		if err != nil {
 			return

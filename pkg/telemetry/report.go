@@ -18,7 +18,12 @@ type ReportInput struct {
 	GPUs    func(m machine.Machine) int
 	Racks   []rack.Rack
 	Buckets func(machineID string) []Bucket // the window's aggregates
-	Window  time.Duration
+	// Summaries, where set, replaces Buckets: the window's daily summaries
+	// (windows longer than Retention). A node's median is then the median
+	// of its daily medians, its p95 the p95 of its daily p95s, its mean the
+	// mean of its days weighted by their readings.
+	Summaries func(machineID string) []Summary
+	Window    time.Duration
 	// Tariff and PUE override every rack's (0: the rack's, else 0 and 1).
 	Tariff, PUE float64
 	// InefficientFactor flags a node whose watts per GPU exceed its
@@ -85,18 +90,37 @@ func BuildReport(in ReportInput) Report {
 		if in.GPUs != nil {
 			n.GPUs = in.GPUs(m)
 		}
-		var means []float64
 		var pin, pout float64
-		for _, b := range in.Buckets(m.ID) {
-			if w := b.MeanWatts(); w > 0 {
-				means = append(means, w)
+		if in.Summaries != nil {
+			var meds, p95s []float64
+			var sum float64
+			for _, d := range in.Summaries(m.ID) {
+				if d.Buckets() > 0 {
+					meds, p95s = append(meds, d.MedianWatts()), append(p95s, d.P95Watts())
+					sum += d.MeanWatts() * float64(d.Buckets())
+					n.Buckets += d.Buckets()
+				}
+				i, o := d.PSUWatts()
+				pin, pout = pin+i, pout+o
 			}
-			i, o := b.PSUWatts()
-			pin, pout = pin+i, pout+o
+			if n.Buckets > 0 {
+				n.MedianW, n.P95W, n.MeanW = quantile(meds, 0.5), quantile(p95s, 0.95), sum/float64(n.Buckets)
+			}
+		} else {
+			var means []float64
+			for _, b := range in.Buckets(m.ID) {
+				if w := b.MeanWatts(); w > 0 {
+					means = append(means, w)
+				}
+				i, o := b.PSUWatts()
+				pin, pout = pin+i, pout+o
+			}
+			n.Buckets = len(means)
+			if len(means) > 0 {
+				n.MedianW, n.P95W, n.MeanW = quantile(means, 0.5), quantile(means, 0.95), mean(means)
+			}
 		}
-		n.Buckets = len(means)
-		if len(means) > 0 {
-			n.MedianW, n.P95W, n.MeanW = quantile(means, 0.5), quantile(means, 0.95), mean(means)
+		if n.Buckets > 0 {
 			n.KWhPerDay = n.MeanW * 24 / 1000
 			n.CostPerDay = n.KWhPerDay * pue * tariff
 			if n.GPUs > 0 {

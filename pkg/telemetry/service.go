@@ -350,12 +350,13 @@ func (s *Service) Last() []Current {
 // Aggregates is the 5-minute aggregator (power report, retention).
 func (s *Service) Aggregates() *Aggregator { return s.agg }
 
-// Report is the power and cost report over the last window (at most
-// Retention), for one rack or all (rackName ""); tariff and pue override
-// the racks' when not 0.
+// Report is the power and cost report over the last window, for one rack
+// or all (rackName ""); tariff and pue override the racks' when not 0. A
+// window up to Retention reads the 5-minute aggregates; a longer one, up
+// to SummaryRetention, the daily summaries of the whole days in it.
 func (s *Service) Report(ctx context.Context, window time.Duration, rackName string, tariff, pue float64) (Report, error) {
-	if window <= 0 || window > Retention {
-		return Report{}, fmt.Errorf("window %s: expected more than 0 and at most %s (older aggregates are not kept; Prometheus has the history)", window, Retention)
+	if window <= 0 || window > SummaryRetention {
+		return Report{}, fmt.Errorf("window %s: expected more than 0 and at most %s (older summaries are not kept; Prometheus has the history)", window, SummaryRetention)
 	}
 	ms, err := s.cfg.Machines(ctx)
 	if err != nil {
@@ -383,5 +384,11 @@ func (s *Service) Report(ctx context.Context, window time.Duration, rackName str
 			return n
 		},
 		Buckets: func(id string) []Bucket { return s.agg.Window(id, from, to) },
+		Summaries: func() func(string) []Summary {
+			if window <= Retention {
+				return nil
+			}
+			return func(id string) []Summary { return s.agg.Summaries(id, from, to) }
+		}(),
 	}), nil
 }
