@@ -117,6 +117,10 @@ type Config struct {
 	// DrillMaxAge is how old a class's last passing restore drill may be
 	// for it to count as scale-ready (0: any age).
 	DrillMaxAge time.Duration
+	// StartupSettle is how long a power-on counts against its rack's
+	// start-up margin (default 2 minutes: a GPU server's fans and inrush
+	// settle within its POST).
+	StartupSettle time.Duration
 }
 
 // Engine runs provisioning jobs.
@@ -144,6 +148,7 @@ type Engine struct {
 	again    map[string]bool // jobs kicked while their BMC step ran
 	waiters  map[string][]chan struct{}
 	pairs    pairs // fabric-test pairings of nodes in burn-in
+	gate     startGate
 }
 
 // New builds an Engine.
@@ -167,6 +172,10 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if e.sample == 0 {
 		e.sample = 30 * time.Second
+	}
+	e.gate.settle = cfg.StartupSettle
+	if e.gate.settle <= 0 {
+		e.gate.settle = 2 * time.Minute
 	}
 	d := &e.defaults
 	for _, x := range []struct {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/rack"
@@ -90,5 +93,76 @@ func TestRolloutRackPower(t *testing.T) {
 	}
 	if total != 20 {
 		t.Errorf("waves hold %d machines, want 20", total)
+	}
+}
+
+// Power-ons outside rollouts are staggered too: five jobs of one rack,
+// whose start-up margin covers two machines at load, start two at a time,
+// each pair a settle time after the last; a rack without a margin, or a
+// machine without a rack, is not held.
+func TestStartsStaggerByRack(t *testing.T) {
+	s := storetest.Open(t)
+	r := &recipe.Recipe{Name: "gpu", Power: recipe.Power{LoadWatts: 1000}}
+	racks := []rack.Rack{{Name: "a", FeedVolts: 230, Phases: 1, BreakerAmps: 80, StartupMarginWatts: 2500}, {Name: "free", FeedVolts: 230, Phases: 1, BreakerAmps: 80}}
+	const settle = 300 * time.Millisecond
+	e, err := New(Config{Store: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
+		Recipes: func(string) (*recipe.Recipe, error) { return r, nil }, Racks: func() []rack.Rack { return racks },
+		StartupSettle: settle, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var mu sync.Mutex
+	var starts []time.Time
+	var wg sync.WaitGroup
+	for i := range 5 {
+		m := &machine.Machine{Name: fmt.Sprintf("gpu-%d", i), MACs: []string{fmt.Sprintf("52:54:00:00:03:%02x", i)}, Recipe: "gpu", Rack: "a"}
+		if err := s.CreateMachine(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.startSlot(ctx, m, r); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			starts = append(starts, time.Now())
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 2; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-2]); gap < settle {
+			t.Errorf("starts %d and %d in rack a %s apart; its margin holds 2 within %s", i-1, i+1, gap, settle)
+		}
+	}
+	if total := starts[4].Sub(starts[0]); total < 2*settle {
+		t.Errorf("5 starts took %s, want at least 2 settle times (%s)", total, 2*settle)
+	}
+	waits := 0
+	ms, _ := s.ListMachines(ctx, store.MachineFilter{})
+	for _, m := range ms {
+		evs, _ := s.Events(ctx, m.ID, 0, 0)
+		for _, ev := range evs {
+			if ev.Kind == "power.stagger" {
+				waits++
+			}
+		}
+	}
+	if waits != 3 {
+		t.Errorf("%d machines told they wait for the margin, want 3", waits)
+	}
+	start := time.Now()
+	for _, rk := range []string{"free", ""} {
+		for range 5 {
+			if err := e.startSlot(ctx, &machine.Machine{Rack: rk}, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if took := time.Since(start); took > settle {
+		t.Errorf("starts without a margin waited %s", took)
 	}
 }

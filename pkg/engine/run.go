@@ -109,6 +109,13 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	}
 	to := e.timeouts(r)
 	step := j.Step
+	if step == StepBMC || step == StepHandoff {
+		// Both power the machine on: wait for the rack's start-up margin
+		// first, outside the power timeout.
+		if err := e.startSlot(ctx, m, r); err != nil {
+			return // serve is stopping; the step runs again at start
+		}
+	}
 	bctx, cancel := context.WithTimeout(ctx, to.Power.D())
 	defer cancel()
 	switch step {
