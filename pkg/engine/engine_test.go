@@ -799,3 +799,39 @@ func TestRestoreDrills(t *testing.T) {
 		t.Errorf("rollout warning %q", st.Warning)
 	}
 }
+
+// Under os.handoff kexec the agent jumps into the installed kernel: the
+// engine sets boot from disk (for a later reboot, or the agent's fallback)
+// and does not power-cycle, which would throw away the POST kexec saved.
+func TestKexecHandoffSkipsPowerCycle(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.recipe = testRecipe()
+	h.recipe.OS.Handoff = "kexec"
+	m := h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "drill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	if task, err := h.e.OnTask(ctx, m.ID); err != nil || task.Mode != "provision" {
+		t.Fatalf("task = %+v, %v", task, err)
+	}
+	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1.0", Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, string(store.JobSucceeded))
+	if want := "bios 1,mode UEFI,boot Pxe,cycle,boot Hdd,verify"; h.bmc.Calls() != want {
+		t.Errorf("BMC calls = %s, want %s (no power cycle after the kexec)", h.bmc.Calls(), want)
+	}
+}

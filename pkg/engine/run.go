@@ -109,7 +109,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	}
 	to := e.timeouts(r)
 	step := j.Step
-	if step == StepBMC || step == StepHandoff {
+	if step == StepBMC || (step == StepHandoff && !kexecHandoff(r)) {
 		// Both power the machine on: wait for the rack's start-up margin
 		// first, outside the power timeout.
 		if err := e.startSlot(ctx, m, r); err != nil {
@@ -131,7 +131,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 			_, err = e.advance(ctx, jobID, StepBMC, StepBoot, to.POST.D(), nil)
 		}
 	case StepHandoff:
-		err = e.bmcHandoff(bctx, m)
+		err = e.bmcHandoff(bctx, m, r)
 		if err == nil {
 			_, err = e.advance(ctx, jobID, StepHandoff, StepFirstBoot, firstBootDeadline(r, to), nil)
 		}
@@ -175,7 +175,12 @@ func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe
 	return nil
 }
 
-func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine) error {
+// bmcHandoff boots the installed OS: boot from disk, then a power cycle;
+// under os.handoff kexec the agent has already jumped into the installed
+// kernel, so the override only makes a later reboot (or the agent's
+// fallback when kexec fails) boot the disk, and nothing is power-cycled:
+// a power cycle here would throw away the POST the kexec saved.
+func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine, r *recipe.Recipe) error {
 	b, err := e.dial(ctx, m)
 	if err != nil {
 		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
@@ -183,6 +188,10 @@ func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine) error {
 	defer b.Close()
 	if err := b.SetBootOverride(ctx, "Hdd", "", true); err != nil {
 		return fmt.Errorf("setting boot from disk: %w", err)
+	}
+	if kexecHandoff(r) {
+		e.event(ctx, m.ID, "bmc.handoff", "boot from disk set for the next reboot; the agent kexecs into the installed OS (no power cycle, no POST)", nil)
+		return nil
 	}
 	if err := b.PowerCycle(ctx); err != nil {
 		return fmt.Errorf("power cycle into the installed OS: %w", err)
@@ -386,3 +395,6 @@ func (e *Engine) checkDeadlines(ctx context.Context) {
 		e.retryOrFail(ctx, j.ID, j.Step, reason, retries)
 	}
 }
+
+// kexecHandoff: the agent jumps into the installed kernel itself.
+func kexecHandoff(r *recipe.Recipe) bool { return r.OS.Handoff == "kexec" }
