@@ -15,11 +15,12 @@ import (
 
 // runReimage: `ingot reimage NODE... [--dry-run] [--wait=false]`.
 func runReimage(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("reimage", "reimage NODE... [--dry-run] [--wait=false] [--reason TEXT] [--server URL]")
+	fs := e.flagSet("reimage", "reimage NODE... [--dry-run] [--wait=false] [--reason TEXT] [--handoff reboot|kexec] [--server URL]")
 	af := addAPIFlags(fs)
 	dry := fs.Bool("dry-run", false, "run the preflight and print the plan; change nothing")
 	wait := fs.Bool("wait", true, "follow progress until every node is ready or failed")
 	reason := fs.String("reason", "", "why, recorded in the machine's events")
+	handoff := fs.String("handoff", "", "override the recipe's os.handoff for this job: reboot or kexec")
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up waiting after this long (the job goes on)")
 	nodes, err := parseWithArgs(e, fs, args)
 	if err != nil {
@@ -33,7 +34,7 @@ func runReimage(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.Reimage(ctx, wire.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason})
+	res, err := c.Reimage(ctx, wire.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason, Handoff: *handoff})
 	if err != nil {
 		return fmt.Errorf("reimage: %w", err)
 	}

@@ -220,6 +220,9 @@ type ReimageSpec struct {
 	// Drill marks a restore drill (ingot drill): its time to restore is
 	// judged against the recipe's timeouts.restore.
 	Drill bool `json:"drill,omitempty"`
+	// Handoff is an operator's override of the recipe's os.handoff for
+	// this job (already applied to Pinned); "" none.
+	Handoff string `json:"handoff,omitempty"`
 	// Pinned is the resolved recipe the job started with, and
 	// RecipeDigest its digest: the job runs that version to its end,
 	// whatever a recipe reload brings meanwhile.

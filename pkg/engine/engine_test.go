@@ -835,3 +835,37 @@ func TestKexecHandoffSkipsPowerCycle(t *testing.T) {
 		t.Errorf("BMC calls = %s, want %s (no power cycle after the kexec)", h.bmc.Calls(), want)
 	}
 }
+
+// An operator's --handoff overrides the recipe's for one job: reboot on a
+// kexec recipe power-cycles into the disk; an unknown hand-off is refused.
+func TestReimageHandoffOverride(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.recipe = testRecipe()
+	h.recipe.OS.Handoff = "kexec"
+	m := h.enroll("node1")
+	if _, err := h.e.ReimageWith(ctx, "node1", "operator:test", "", engine.ReimageOptions{Handoff: "pxe"}); err == nil || !strings.Contains(err.Error(), `handoff "pxe": expected reboot or kexec`) {
+		t.Fatalf("unknown handoff: %v", err)
+	}
+	j, err := h.e.ReimageWith(ctx, "node1", "operator:test", "compare", engine.ReimageOptions{Handoff: "reboot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	task, err := h.e.OnTask(ctx, m.ID)
+	if err != nil || task.Recipe.OS.Handoff != "reboot" {
+		t.Fatalf("task's recipe handoff = %q (%v), want reboot", task.Recipe.OS.Handoff, err)
+	}
+	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
+	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepFirstBoot)
+	if want := "bios 1,mode UEFI,boot Pxe,cycle,boot Hdd,cycle"; h.bmc.Calls() != want {
+		t.Errorf("BMC calls = %s, want %s", h.bmc.Calls(), want)
+	}
+	if h.recipe.OS.Handoff != "kexec" {
+		t.Errorf("the override changed the recipe itself: %q", h.recipe.OS.Handoff)
+	}
+}

@@ -136,9 +136,31 @@ func (e *Engine) Reimage(ctx context.Context, idOrName, actor, reason string) (*
 	return e.reimage(ctx, idOrName, actor, reason, "", false)
 }
 
+// ReimageOptions change one job, not the recipe.
+type ReimageOptions struct {
+	// Handoff overrides the recipe's os.handoff for this job: "reboot"
+	// where kexec misbehaves on a machine, or "kexec" to measure it; ""
+	// keeps the recipe's.
+	Handoff string
+}
+
+// ReimageWith is Reimage with per-job options.
+func (e *Engine) ReimageWith(ctx context.Context, idOrName, actor, reason string, o ReimageOptions) (*store.Job, error) {
+	switch o.Handoff {
+	case "", "reboot", "kexec":
+	default:
+		return nil, fmt.Errorf("%w: handoff %q: expected reboot or kexec", ErrPreflight, o.Handoff)
+	}
+	return e.reimageWith(ctx, idOrName, actor, reason, "", false, o)
+}
+
 // reimage starts a reimage job; wave names the rollout wave it belongs to
 // ("" outside a rollout): fabric burn-in pairs nodes of one wave.
 func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave string, drill bool) (*store.Job, error) {
+	return e.reimageWith(ctx, idOrName, actor, reason, wave, drill, ReimageOptions{})
+}
+
+func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave string, drill bool, o ReimageOptions) (*store.Job, error) {
 	p, err := e.Preflight(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -152,7 +174,11 @@ func (e *Engine) reimage(ctx context.Context, idOrName, actor, reason, wave stri
 		if err := e.reserve(ctx, r, m); err != nil {
 			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)
 		}
-		sp.Pinned, _ = json.Marshal(r)
+		pinned := *r
+		if o.Handoff != "" && o.Handoff != r.OS.Handoff {
+			pinned.OS.Handoff, sp.Handoff = o.Handoff, o.Handoff
+		}
+		sp.Pinned, _ = json.Marshal(&pinned)
 		sp.RecipeDigest = r.Digest()
 	}
 	spec, _ := json.Marshal(sp)

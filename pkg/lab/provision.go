@@ -45,7 +45,17 @@ func (l *Lab) Reimage(ctx context.Context, names ...string) ([]Result, error) {
 			names = append(names, vm.Name)
 		}
 	}
-	jobs, err := l.Start(ctx, names...)
+	return l.ReimageHandoff(ctx, "", names...)
+}
+
+// ReimageHandoff is Reimage with the recipe's os.handoff overridden for
+// these jobs ("reboot" or "kexec"; "" the recipe's).
+func (l *Lab) ReimageHandoff(ctx context.Context, handoff string, names ...string) ([]Result, error) {
+	res, err := l.Client().Reimage(ctx, wire.ReimageRequest{Machines: names, Reason: "lab", Handoff: handoff})
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := l.started(res)
 	if err != nil {
 		return nil, err
 	}
@@ -58,6 +68,11 @@ func (l *Lab) Start(ctx context.Context, names ...string) (map[string]string, er
 	if err != nil {
 		return nil, err
 	}
+	return l.started(res)
+}
+
+// started names each started job, or the first refusal.
+func (l *Lab) started(res []wire.ReimageResult) (map[string]string, error) {
 	jobs := map[string]string{}
 	for _, r := range res {
 		if r.Error != "" || r.Job == nil {

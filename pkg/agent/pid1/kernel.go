@@ -75,7 +75,12 @@ func FindKernelIn(root string) (kernel, initrd string, ok bool) {
 
 // resolveIn follows the link p (one level, as Debian makes them) with
 // absolute targets taken inside root; "" when p or its target is missing.
+// A regular file p is itself (an ESP holds vmlinuz and initrd.img as
+// files: vfat has no links).
 func resolveIn(root, p string) string {
+	if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() {
+		return p
+	}
 	l, err := os.Readlink(p)
 	if err != nil {
 		return ""

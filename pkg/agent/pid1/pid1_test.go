@@ -54,6 +54,13 @@ func TestFindKernelIn(t *testing.T) {
 	if !ok || !strings.HasSuffix(k, "vmlinuz-6.1.0-40-amd64") || !strings.HasSuffix(i, "initrd.img-6.1.0-40-amd64") {
 		t.Errorf("versioned: %q %q %v", k, i, ok)
 	}
+	// An ESP (vfat, no links) holding the kernel and initrd as files.
+	e := t.TempDir()
+	touch(e, "vmlinuz")
+	touch(e, "initrd.img")
+	if k, i, ok := FindKernelIn(e); !ok || k != filepath.Join(e, "vmlinuz") || i != filepath.Join(e, "initrd.img") {
+		t.Errorf("plain files: %q %q %v", k, i, ok)
+	}
 	if _, _, ok := FindKernelIn(t.TempDir()); ok {
 		t.Errorf("found a kernel in an empty tree")
 	}

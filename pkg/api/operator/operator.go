@@ -110,6 +110,9 @@ type ReimageRequest struct {
 	Machines []string `json:"machines"`
 	DryRun   bool     `json:"dry_run,omitempty"`
 	Reason   string   `json:"reason,omitempty"`
+	// Handoff overrides the recipe's os.handoff for these jobs: reboot or
+	// kexec ("" the recipe's).
+	Handoff string `json:"handoff,omitempty"`
 }
 
 // Plan is what a reimage would do (dry run), or why it cannot.
