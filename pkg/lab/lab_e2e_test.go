@@ -117,14 +117,43 @@ func TestE2ELab(t *testing.T) {
 	})
 
 	t.Run("reimage", func(t *testing.T) {
+		kexecs := func(vm lab.VM) int {
+			b, _ := os.ReadFile(vm.Console)
+			return strings.Count(string(b), "kexec_core: Starting new kernel")
+		}
+		before := map[string]int{}
+		for _, vm := range l.State.VMs {
+			before[vm.Name] = kexecs(vm)
+		}
 		res, err := l.Reimage(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
+		took := map[string]time.Duration{}
 		for _, r := range res {
 			requireReady(t, ctx, l, r)
-			t.Logf("%s: %s", r.Machine, r.Restore())
+			t.Logf("%s (kexec): %s", r.Machine, r.Restore())
+			took[r.Machine] = r.Status.Restore
 		}
+		// The recipe's hand-off is kexec: each VM jumped into the installed
+		// kernel (no reboot, no POST; the engine power-cycled nothing).
+		for _, vm := range l.State.VMs {
+			if kexecs(vm) != before[vm.Name]+1 {
+				t.Errorf("%s: the console shows %d new kexecs, want 1", vm.Name, kexecs(vm)-before[vm.Name])
+			}
+		}
+		// The same VM with a reboot hand-off, side by side.
+		vm := l.State.VMs[0]
+		res, err = l.ReimageHandoff(ctx, "reboot", vm.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireReady(t, ctx, l, res[0])
+		if kexecs(vm) != before[vm.Name]+1 {
+			t.Errorf("%s: a reboot hand-off kexec'd", vm.Name)
+		}
+		t.Logf("%s (reboot): %s", vm.Name, res[0].Restore())
+		t.Logf("time to restore %s: kexec %s, reboot %s", vm.Name, took[vm.Name].Round(time.Second), res[0].Status.Restore.Round(time.Second))
 	})
 
 	t.Run("forged agent refused", func(t *testing.T) {
