@@ -134,7 +134,8 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	}
 	api, err := apiserver.New(apiserver.Config{Telemetry: tel, Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
 		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version, PublicLimit: publicLimit,
-		Images: func() ([]wire.Image, error) { return listImages(arts) }})
+		Images:      func() ([]wire.Image, error) { return listImages(arts) },
+		DialBMCLogs: apiserver.BMCLogsDialer(fl.Credentials, log.With("service", "evidence"))})
 	if err != nil {
 		return nil, err
 	}

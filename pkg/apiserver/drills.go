@@ -67,15 +67,15 @@ func wireDrill(d *engine.DrillResult) *wire.Drill {
 
 // getEvidence answers a job's evidence bundle (.tar.gz): the job and its
 // time to restore, the recipe it ran, the machine's events during it, the
-// agent's log, drift findings and the latest inventory.
+// agent's log, drift findings, the latest inventory, and the BMC's event
+// log since the job started and serial console (bmclogs.go).
 func (s *Server) getEvidence(w http.ResponseWriter, r *http.Request, _ principal) error {
 	ctx := r.Context()
 	j, err := s.store.GetJob(ctx, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	b := evidence.Bundle{Job: WireJob(j), Taken: time.Now(),
-		Missing: []string{"the BMC's event log (SEL) and serial console: not collected yet (see the README)"}}
+	b := evidence.Bundle{Job: WireJob(j), Taken: time.Now()}
 	if j.Kind == "reimage" {
 		var sp engine.ReimageSpec
 		if json.Unmarshal(j.Spec, &sp) == nil {
@@ -101,6 +101,11 @@ func (s *Server) getEvidence(w http.ResponseWriter, r *http.Request, _ principal
 			b.Inventory = snap
 		} else {
 			b.Missing = append(b.Missing, fmt.Sprintf("inventory of %s: %v", id, err))
+		}
+		if m, err := s.fleet.Get(ctx, id); err == nil {
+			s.bmcEvidence(ctx, m, j.Created.Add(-selSlack), &b)
+		} else {
+			b.Missing = append(b.Missing, fmt.Sprintf("the BMC's event log (SEL) and serial console of %s: %v", id, err))
 		}
 	}
 	w.Header().Set("Content-Type", "application/gzip")

@@ -65,8 +65,12 @@ type Config struct {
 	PublicLimit *ratelimit.Limiter
 	// Telemetry answers alerts and readings; nil: none (empty lists).
 	Telemetry *telemetry.Service
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// DialBMCLogs opens a machine's BMC to read its event log (SEL) and
+	// serial console into evidence bundles (BMCLogsDialer builds one over
+	// pkg/bmc); nil: bundles say these were not collected.
+	DialBMCLogs DialBMCLogs
+	Logger      *slog.Logger
+	Now         func() time.Time
 }
 
 // Server serves the API.
@@ -83,6 +87,7 @@ type Server struct {
 	auth         *agentauth.Auth
 	publicLimit  *ratelimit.Limiter
 	telemetry    *telemetry.Service
+	dialBMCLogs  DialBMCLogs
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -93,7 +98,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
-		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, log: cfg.Logger, now: cfg.Now}
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, dialBMCLogs: cfg.DialBMCLogs, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

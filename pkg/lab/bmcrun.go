@@ -39,8 +39,10 @@ func RunBMCs(ctx context.Context, dir string, log *slog.Logger) error {
 		defer qlog.Close()
 		q := &vbmc.QEMU{Args: args, BootArgs: boot, Stdout: qlog, Stderr: qlog, Logger: log.With("vm", vm.Name)}
 		backends = append(backends, q)
+		// The BMC serves the VM's serial console (vm.Console, which QEMU's
+		// -serial chardev writes) as its HostLogger log service.
 		b, err := vbmc.New(vbmc.Config{Root: filepath.Join(dir, "bmc", vm.Name), Username: bmcUser,
-			Password: strings.TrimSpace(string(pw)), Backend: q, Logger: log.With("bmc", vm.Name)})
+			Password: strings.TrimSpace(string(pw)), Backend: q, Console: vm.Console, Logger: log.With("bmc", vm.Name)})
 		if err != nil {
 			return fmt.Errorf("BMC of %s: %w", vm.Name, err)
 		}

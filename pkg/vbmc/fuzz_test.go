@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +16,11 @@ var fuzzMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, ht
 // Request bodies and paths are untrusted bytes: whatever arrives, the BMC
 // answers (no panic), never with a 5xx, and always with a JSON body or none.
 func FuzzRequest(f *testing.F) {
-	cfg := Config{Root: filepath.Join(mockupDir(f), "dmtf-public-tower"), Username: testUser, Password: testPass}
+	console := filepath.Join(f.TempDir(), "console.log")
+	if err := os.WriteFile(console, []byte("SeaBIOS\r\nlogin: "), 0o644); err != nil {
+		f.Fatal(err)
+	}
+	cfg := Config{Root: filepath.Join(mockupDir(f), "dmtf-public-tower"), Username: testUser, Password: testPass, Console: console}
 	tr, err := loadTree(cfg.Root)
 	if err != nil {
 		f.Fatal(err)
@@ -39,6 +44,10 @@ func FuzzRequest(f *testing.F) {
 		{2, "/redfish/v1/Managers/BMC/VirtualMedia/CD1", `{"Image":null,"Inserted":false}`},
 		{3, sessionsPath + "/1", ""},
 		{0, "/redfish/v1/../../etc/passwd", ""},
+		{0, "/redfish/v1/Managers/BMC/LogServices/SEL/Entries", ""},
+		{0, "/redfish/v1/Managers/BMC/LogServices/SEL/Entries/1", ""},
+		{5, sys + "/LogServices/HostLogger/Entries/-1", ""},
+		{1, "/redfish/v1/Managers/BMC/LogServices/SEL/Actions/LogService.ClearLog", "{}"},
 	} {
 		f.Add(s.m, s.path, []byte(s.body))
 	}

@@ -51,6 +51,10 @@ type Step struct {
 	// Critical, its input and output power 0, and every redundancy group
 	// holding it Status.Health Critical (redundancy lost).
 	PSULost string
+	// Log is added to the event log (SEL) when the step comes into force,
+	// Created at the step's start unless set. Unlike the readings, entries
+	// stay: a later step does not take them back.
+	Log []LogEntry
 }
 
 // script is a running Scenario.
@@ -58,6 +62,7 @@ type script struct {
 	steps   []Step
 	start   time.Time
 	chassis string // the chassis whose power draw Watts sets
+	logged  int    // steps whose Log is in the event log
 }
 
 // Script starts sc on b now (b's clock); a later call replaces it, an empty
@@ -76,6 +81,7 @@ func (b *BMC) Script(sc Scenario) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.flushScriptLog() // what the old scenario logged stays logged
 	if len(sc.Steps) == 0 {
 		b.script = nil
 		return nil

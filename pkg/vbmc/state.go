@@ -72,9 +72,14 @@ func (b *BMC) etag(p string) string {
 	return b.tree.docs[p].etag
 }
 
-// render returns the body and entity tag to serve for p: the stored
-// resource, with the scripted readings in force (see Scenario).
+// render returns the body and entity tag to serve for p: a log service
+// resource (logs.go), else the stored resource with the scripted readings
+// in force (see Scenario).
 func (b *BMC) render(p string) ([]byte, string, bool) {
+	if doc, found, _ := b.logDoc(p, nil); found {
+		body, err := encodeDoc(doc)
+		return body, "", err == nil
+	}
 	body, etag, ok := b.stored(p)
 	if !ok || b.script == nil {
 		return body, etag, ok

@@ -48,6 +48,7 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, p string) {
 		}
 		return
 	}
+	b.logReset(rt, tr)
 	target := ""
 	if tr.boot {
 		target = b.bootEvent(sys)
@@ -67,6 +68,10 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	b.mu.Unlock()
 	if err := b.drive(r.Context(), tr, target); err != nil {
+		b.mu.Lock()
+		b.addLog(LogEntry{MessageID: "VBMC.1.0.PowerActionFailed", SensorType: "PowerUnit", Severity: "Critical",
+			Message: fmt.Sprintf("The power action %s failed: %v.", rt, err)})
+		b.mu.Unlock()
 		writeError(w, http.StatusInternalServerError, msgInternal(err))
 		return
 	}
@@ -118,6 +123,9 @@ func (b *BMC) drive(ctx context.Context, tr transition, target string) error {
 func (b *BMC) bootEvent(sys string) string {
 	doc, _ := b.peek(sys)
 	if bios := linkOf(doc, "Bios"); bios != "" {
+		if n := len(b.pending[bios]); n > 0 {
+			b.event("BiosSettingsApplied", "System Firmware Progress", "Pending BIOS settings were applied at boot (%d attributes).", n)
+		}
 		b.applyBios(bios)
 	}
 	boot, _ := doc["Boot"].(map[string]any)
@@ -126,6 +134,7 @@ func (b *BMC) bootEvent(sys string) string {
 	if enabled != "Once" && enabled != "Continuous" || target == "None" {
 		return ""
 	}
+	b.event("BootOverrideUsed", "System Firmware Progress", "The host boots from the boot source override %s (%s).", target, enabled)
 	if enabled == "Once" {
 		d, _ := b.mutable(sys)
 		d["Boot"].(map[string]any)["BootSourceOverrideEnabled"] = "Disabled"
@@ -238,6 +247,11 @@ func (b *BMC) patchSystem(p string, body map[string]any) (int, *message) {
 			if !strings.Contains(bk, "@") {
 				cur[bk] = bv
 			}
+		}
+		if _, ok := v.(map[string]any)["BootSourceOverrideTarget"]; ok {
+			target, _ := cur["BootSourceOverrideTarget"].(string)
+			enabled, _ := cur["BootSourceOverrideEnabled"].(string)
+			b.event("BootOverrideSet", "System Event", "Boot source override set: %s (%s).", target, enabled)
 		}
 	}
 	b.touch(p)

@@ -2,7 +2,8 @@
 // tree in the DMTF layout (Root/redfish/v1/.../index.json) and keeps state
 // like a real BMC — power, one-time boot override, pending BIOS settings
 // applied at the next reset, accounts and sessions with authentication
-// enforced, virtual media — with fault injection (latency, 503s, dropped
+// enforced, virtual media, an event log (SEL) of what it did and the
+// host's serial console — with fault injection (latency, 503s, dropped
 // connections, hung endpoints) for testing Redfish clients without hardware.
 //
 // A BMC is an http.Handler; Serve and StartFleet put one or many on
@@ -56,6 +57,12 @@ type Config struct {
 	// values are dropped at the reset instead of applied, as on BMCs that
 	// accept a setting and silently ignore it.
 	StuckBIOS []string
+	// Console is a file holding the host's serial console output (for a
+	// QEMU backend, the file its -serial chardev writes; the lab's
+	// console.log). It is served as OpenBMC serves its host's console: the
+	// HostLogger LogService of the System, a line an entry (see logs.go).
+	// "": no serial console, as on most real BMCs.
+	Console string
 	// Logger gets one debug line per request; nil discards.
 	Logger *slog.Logger
 	// Seed makes fault randomness reproducible.
@@ -103,6 +110,7 @@ type BMC struct {
 	pending  map[string]map[string]any // BIOS resource path -> pending attributes
 	powered  string                    // System the Backend drives ("" = none)
 	script   *script                   // scripted readings (Script), nil: the mockup's
+	logs     logState                  // the event log (SEL) and where the log services live
 
 	requests     atomic.Int64
 	inFlight     atomic.Int64
@@ -160,6 +168,7 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 			b.powered = sys[0]
 		}
 	}
+	b.initLogs()
 	return b, nil
 }
 
@@ -280,6 +289,20 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 func (b *BMC) get(w http.ResponseWriter, p string, q url.Values) {
 	b.mu.Lock()
 	b.expireLocks()
+	if doc, found, bad := b.logDoc(p, q); found || bad != nil {
+		b.mu.Unlock()
+		if bad != nil {
+			writeError(w, http.StatusBadRequest, *bad)
+			return
+		}
+		body, err := encodeDoc(doc)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, msgInternal(err))
+			return
+		}
+		writeJSON(w, http.StatusOK, body, "")
+		return
+	}
 	body, etag, ok := b.render(p)
 	if ok && q.Has("$expand") {
 		body = b.expand(body, q.Get("$expand"))
@@ -360,6 +383,9 @@ func (b *BMC) delete(w http.ResponseWriter, r *http.Request, p string) {
 func (b *BMC) notAllowed(w http.ResponseWriter, r *http.Request, p string) {
 	b.mu.Lock()
 	_, ok := b.peek(p)
+	if !ok {
+		_, ok, _ = b.logDoc(p, nil)
+	}
 	b.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, msgMissing(p))
