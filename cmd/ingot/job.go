@@ -23,7 +23,8 @@ const jobUsage = `Usage: ingot job COMMAND
                  a rollout stops before its next wave
   evidence JOB [-f FILE]
                  the job's evidence bundle (.tar.gz, default JOB.tar.gz): the job and
-                 its time to restore, the recipe it ran, events, agent log, inventory
+                 its time to restore, the recipe it ran, events, agent log, inventory,
+                 the BMC's event log since the job started and its serial console
 
 Flags: --server, --token-file, --context (see 'ingot config'), -o table|json|yaml.
 `

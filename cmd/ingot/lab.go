@@ -46,8 +46,9 @@ func runLab(ctx context.Context, e *env, args []string) error {
 }
 
 func runLabUp(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi] [--recipe lab-qemu] [--reimage=true]")
+	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--reimage=true]")
 	dir := fs.String("dir", "/var/lib/ingot-lab", "where the lab keeps disks, logs and its database")
+	siteDHCP := fs.String("site-dhcp", "", "run a real dnsmasq as the site's DHCP server on the lab network and ingot in proxy mode beside it (default: ingot's own DHCP, full mode)")
 	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM")
 	recipeName := fs.String("recipe", "lab-qemu", "the recipe the VMs are enrolled with; its os.image.name picks the image (a folder of images/) and its non-boot disk rules the VMs' data disks (lab-burnin: real stress-ng, fio and iperf3 burn-in, boot two VMs)")
 	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM with each hand-off (kexec, reboot) and print both times to restore")
@@ -80,7 +81,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs,
+	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP,
 		Recipe: *recipeName, DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
 	if err != nil {
 		return err

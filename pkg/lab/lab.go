@@ -29,10 +29,14 @@ import (
 
 // The lab network. It exists only inside the lab's namespace.
 const (
-	Bridge    = "br0"
-	ServerIP  = "10.77.0.1"
-	cidr      = ServerIP + "/24"
-	poolSpec  = "10.77.0.0/24,10.77.0.100-10.77.0.200"
+	Bridge   = "br0"
+	ServerIP = "10.77.0.1"
+	cidr     = ServerIP + "/24"
+	poolSpec = "10.77.0.0/24,10.77.0.100-10.77.0.200"
+	// SiteIP is the site's DHCP server (a namespace of its own, on the
+	// lab's bridge) when the lab runs ingot in proxy mode beside it.
+	SiteIP    = "10.77.0.2"
+	siteRange = "10.77.0.100,10.77.0.199,255.255.255.0,1h"
 	httpPort  = 8080
 	apiPort   = 8443
 	bmcPort0  = 9001
@@ -60,6 +64,10 @@ type Config struct {
 	DiskBytes   int64
 	MemMiB      int
 	Recipe      string // default lab-qemu
+	// SiteDHCP "dnsmasq" runs a real dnsmasq as the site's DHCP server
+	// (its own namespace, on the lab's bridge) and ingot in proxy mode
+	// beside it; "" ingot's own DHCP in full mode.
+	SiteDHCP string
 	// Mutate may change the lab's recipe before it is written (tests:
 	// a wrong image sha256).
 	Mutate func(map[string]any)
@@ -84,6 +92,8 @@ type State struct {
 	Recipe    string   `json:"recipe"`
 	Binary    string   `json:"binary"`
 	ServeArgs []string `json:"serve_args"`
+	// SiteNamespace holds the site's DHCP server ("" none).
+	SiteNamespace string `json:"site_namespace,omitempty"`
 }
 
 // Lab is a running lab.
@@ -91,6 +101,7 @@ type Lab struct {
 	cfg   Config
 	hw    hardware
 	ns    *netns.NS
+	site  *netns.NS // the site's DHCP server, when Config.SiteDHCP is set
 	State State
 	HTTP  *http.Client // dials inside the namespace
 	// client is Client()'s, made on first use.
@@ -127,11 +138,22 @@ func (c *Config) defaults() {
 	}
 }
 
+func (c *Config) validate() error {
+	switch c.SiteDHCP {
+	case "", "dnsmasq":
+		return nil
+	}
+	return fmt.Errorf("site DHCP %q: expected dnsmasq (or none: ingot's own DHCP)", c.SiteDHCP)
+}
+
 // Up builds (or reuses) the lab's kernel, initramfs and image, creates the
 // namespace, starts ingot serve and the virtual BMCs in it and enrolls the
 // machines. It does not provision them: see Provision.
 func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if st, err := Load(cfg.Dir); err == nil {
 		if _, err := os.Stat("/var/run/netns/" + st.Namespace); err == nil {
 			return nil, fmt.Errorf("a lab is already up in %s (namespace %s): run 'ingot lab down' first", cfg.Dir, st.Namespace)
@@ -183,6 +205,17 @@ func (l *Lab) network(ctx context.Context) error {
 	l.HTTP = nsHTTPClient(ns, "")
 	if err := ns.AddBridge(ctx, Bridge, cidr); err != nil {
 		return err
+	}
+	if l.cfg.SiteDHCP != "" {
+		// The site's DHCP server is another machine on the boot network.
+		site, err := netns.New(ctx, l.cfg.Prefix+"-site")
+		if err != nil {
+			return fmt.Errorf("creating the site DHCP server's namespace: %w", err)
+		}
+		l.site, l.State.SiteNamespace = site, site.Name
+		if err := netns.Veth(ctx, site, "eth0", SiteIP+"/24", ns, "site0@"+Bridge, ""); err != nil {
+			return fmt.Errorf("linking the site DHCP server to the lab bridge: %w", err)
+		}
 	}
 	for i, spec := range l.cfg.VMs {
 		name := fmt.Sprintf("lab%d-%s", i+1, spec.Firmware)
@@ -242,7 +275,13 @@ func Open(dir string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Lab{cfg: Config{Dir: dir, Out: io.Discard}, ns: ns, State: *st, HTTP: nsHTTPClient(ns, st.CA)}, nil
+	l := &Lab{cfg: Config{Dir: dir, Out: io.Discard}, ns: ns, State: *st, HTTP: nsHTTPClient(ns, st.CA)}
+	if st.SiteNamespace != "" {
+		if l.site, err = netns.Open(st.SiteNamespace); err != nil {
+			return nil, err
+		}
+	}
+	return l, nil
 }
 
 // nsHTTPClient returns a client whose connections are opened inside ns,
@@ -276,12 +315,17 @@ func (l *Lab) spawn(name string, args ...string) (int, error) {
 
 // spawnProgram is spawn for a program other than ingot (lldpd).
 func (l *Lab) spawnProgram(name, program string, args ...string) (int, error) {
+	return l.spawnIn(l.State.Namespace, name, program, args...)
+}
+
+// spawnIn is spawnProgram in namespace ns (the site's DHCP server's).
+func (l *Lab) spawnIn(ns, name, program string, args ...string) (int, error) {
 	logf, err := os.OpenFile(filepath.Join(l.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", l.State.Namespace, program}, args...)...)
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, program}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -301,9 +345,11 @@ func (l *Lab) Down() error {
 	}
 	l.State.Pids = nil
 	_ = os.RemoveAll(lldpdDir(l.State.Namespace))
-	if l.ns != nil {
-		if err := l.ns.Close(); err != nil {
-			errs = append(errs, err)
+	for _, n := range []*netns.NS{l.site, l.ns} {
+		if n != nil {
+			if err := n.Close(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	_ = os.Remove(filepath.Join(l.cfg.Dir, stateFile))
@@ -320,6 +366,11 @@ func Down(dir string) error {
 		}
 		for _, pid := range st.Pids {
 			stopPid(pid)
+		}
+		if st.SiteNamespace != "" {
+			if site, err := netns.Open(st.SiteNamespace); err == nil {
+				_ = site.Close()
+			}
 		}
 		_ = os.RemoveAll(lldpdDir(st.Namespace))
 		_ = os.Remove(filepath.Join(dir, stateFile))

@@ -40,11 +40,20 @@ func (l *Lab) start(ctx context.Context) error {
 		return err
 	}
 	l.startLLDP()
-	l.State.ServeArgs = []string{"serve", "--interface", Bridge, "--data", data,
-		"--recipes", filepath.Join(l.cfg.Dir, "recipes"), "--dhcp", "full", "--pool", poolSpec,
+	dhcp := []string{"--dhcp", "full", "--pool", poolSpec}
+	if l.cfg.SiteDHCP == "dnsmasq" {
+		if err := l.startSiteDHCP(); err != nil {
+			return err
+		}
+		// Beside the site's DHCP, ingot answers only network-boot clients,
+		// with boot options and no address (proxyDHCP, ports 67 and 4011).
+		dhcp = []string{"--dhcp", "proxy"}
+	}
+	l.State.ServeArgs = append([]string{"serve", "--interface", Bridge, "--data", data,
+		"--recipes", filepath.Join(l.cfg.Dir, "recipes")}, append(dhcp,
 		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--api-addr", fmt.Sprintf("%s:%d", ServerIP, apiPort),
 		"--discovery-cmdline", "console=ttyS0",
-		"--bmc-credentials-dir", l.cfg.Dir}
+		"--bmc-credentials-dir", l.cfg.Dir)...)
 	if err := l.StartServe(ctx); err != nil {
 		return err
 	}
@@ -288,4 +297,18 @@ func lldpdDir(namespace string) string {
 		return ""
 	}
 	return filepath.Join(os.TempDir(), namespace+"-lldpd")
+}
+
+// startSiteDHCP runs dnsmasq as the site's DHCP server in its own
+// namespace: addresses from 10.77.0.100-199, no boot options, no DNS; its
+// leases go to site-dhcp.leases, its log to site-dhcp.log.
+func (l *Lab) startSiteDHCP() error {
+	path, err := exec.LookPath("dnsmasq")
+	if err != nil {
+		return fmt.Errorf("the site DHCP server: %w ('make deps' installs dnsmasq-base)", err)
+	}
+	_, err = l.spawnIn(l.State.SiteNamespace, "site-dhcp", path, "--keep-in-foreground", "--log-facility=-", "--conf-file=/dev/null",
+		"--port=0", "--interface=eth0", "--bind-interfaces", "--dhcp-range="+siteRange, "--dhcp-authoritative", "--log-dhcp",
+		"--dhcp-leasefile="+filepath.Join(l.cfg.Dir, "site-dhcp.leases"), "--pid-file=", "--user=root", "--group=root")
+	return err
 }
