@@ -3,7 +3,9 @@
 package lab_test
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"os"
@@ -219,7 +221,43 @@ func TestE2ELab(t *testing.T) {
 			}
 		}
 		t.Logf("failed as expected: %s", j.Reason)
+		// Its evidence bundle holds the console lines of the failure and
+		// what the BMC logged since the job started.
+		var buf bytes.Buffer
+		if _, err := l.Client().Evidence(ctx, j.ID, &buf); err != nil {
+			t.Fatal(err)
+		}
+		files := untarGz(t, buf.Bytes())
+		con, sel := files[j.ID+"/console.log"], files[j.ID+"/sel.txt"]
+		if !strings.Contains(con, "ingot-agent: ") || !strings.Contains(con, "sha256") {
+			t.Errorf("the bundle's console.log lacks the agent's failure (%d bytes):\n%s", len(con), tail([]byte(con), 1500))
+		}
+		if !strings.Contains(sel, "Boot source override set: Pxe") || !strings.Contains(sel, "powered on") {
+			t.Errorf("the bundle's sel.txt lacks the job's network boot and power-on:\n%s", sel)
+		}
 	})
+}
+
+// untarGz reads a .tar.gz into name -> contents.
+func untarGz(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		out[h.Name] = string(data)
+	}
 }
 
 // requireFailed reimages vm and requires its job and the machine to end
