@@ -169,8 +169,9 @@ func (p *Pool) Forget(endpoint, user string) error {
 // expires the session itself (its session timeout).
 const closeWait = 5 * time.Second
 
-// Close logs out every pooled client, 32 at once, waiting at most
-// closeWait for all of them; later Gets fail.
+// Close logs out every pooled client, up to 256 at once (each BMC sees
+// one logout), waiting at most closeWait for all of them; later Gets
+// fail. 500 BMCs answering in 0.7 s log out in about 1.5 s.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -181,7 +182,7 @@ func (p *Pool) Close() error {
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
-		sem  = make(chan struct{}, 32)
+		sem  = make(chan struct{}, 256)
 	)
 	for _, e := range entries {
 		wg.Add(1)

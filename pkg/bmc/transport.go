@@ -194,6 +194,12 @@ type postKey struct{}
 // reset run twice restarts twice).
 func retryPolicy(ctx context.Context, resp *http.Response, err error) (bool, error) {
 	if ctx.Err() != nil {
+		if resp != nil && err == nil {
+			// The answer came: hand it back alone (a response with an error
+			// is dropped by net/http with a complaint on the global log);
+			// the caller sees its context's end when it reads on.
+			return false, nil
+		}
 		return false, ctx.Err()
 	}
 	if once, _ := ctx.Value(onceKey{}).(bool); once {

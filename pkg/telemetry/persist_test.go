@@ -96,3 +96,43 @@ func FuzzDecodeBuckets(f *testing.F) {
 		}
 	})
 }
+
+// countingStore counts the power day records each flush writes.
+type countingStore struct {
+	store.TelemetryStore
+	puts map[string]int // day -> records written
+}
+
+func (c *countingStore) PutTelemetry(ctx context.Context, nodes []store.NodeTelemetry, days []store.PowerDay) error {
+	for _, d := range days {
+		c.puts[d.Day]++
+	}
+	return c.TelemetryStore.PutTelemetry(ctx, nodes, days)
+}
+
+// A finished day's record is written once more after midnight (its last
+// buckets), not at every flush: only today's changes.
+func TestFlushWritesAFinishedDayOnce(t *testing.T) {
+	st := &countingStore{TelemetryStore: storetest.OpenWith(t, store.Options{Timeout: time.Second}), puts: map[string]int{}}
+	clk := &clock{t: time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)}
+	ms := []machine.Machine{{ID: "m-1", Name: "a", State: machine.StateReady, BMC: machine.BMC{Endpoint: "x"}}}
+	s, err := New(Config{Machines: func(context.Context) ([]machine.Machine, error) { return ms, nil },
+		Read: func(context.Context, *machine.Machine) Sample {
+			return Sample{Up: true, PowerOn: true, Watts: 500, MemCorrectable: -1, MemUncorrectable: -1}
+		},
+		Store: st, Now: clk.Now, Interval: BucketSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 48 { // 22:00 to 02:00, a flush every 5 minutes
+		s.PollAll(ctx)
+		if err := s.flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(BucketSize)
+	}
+	if st.puts["2026-12-01"] != 24+1 || st.puts["2026-12-02"] != 24 {
+		t.Errorf("records written: %v; want 2026-12-01 at its 24 flushes and once after midnight, 2026-12-02 at each of its 24", st.puts)
+	}
+}

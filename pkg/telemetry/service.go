@@ -60,6 +60,9 @@ type Service struct {
 	mu       sync.Mutex
 	nodes    map[string]*node // by machine ID
 	restored map[string]*node // loaded from the store, not yet listed
+	// closedDay is the finished day whose record flush last wrote for
+	// each machine (flush goroutine only).
+	closedDay map[string]string
 }
 
 type node struct {
@@ -97,7 +100,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = BucketSize
 	}
-	return &Service{cfg: cfg, agg: NewAggregator(), nodes: map[string]*node{}, restored: map[string]*node{}}, nil
+	return &Service{cfg: cfg, agg: NewAggregator(), nodes: map[string]*node{}, restored: map[string]*node{}, closedDay: map[string]string{}}, nil
 }
 
 // Run polls until ctx ends: each machine with a BMC once per interval, at
