@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
@@ -37,13 +39,21 @@ func newTelemetry(c telemetryConfig, st store.Store, fl *fleet.Service, recipes 
 	if c.Alertmanager != "" {
 		notify = append(notify, telemetry.Alertmanager{URL: c.Alertmanager})
 	}
+	sel := newSELReader(selEvery)
 	return telemetry.New(telemetry.Config{
 		Machines: func(ctx context.Context) ([]machine.Machine, error) { return fl.List(ctx, store.MachineFilter{}) },
 		Read: func(ctx context.Context, m *machine.Machine) telemetry.Sample {
-			return readBMC(ctx, pool, fl.Credentials(), m, log)
+			return readBMC(ctx, pool, fl.Credentials(), m, sel, log)
 		},
-		Recipes:  recipes,
-		Event:    func(ctx context.Context, id, msg string) { fl.Note(ctx, id, "alert", "telemetry", msg) },
+		Recipes: recipes,
+		Event:   func(ctx context.Context, id, msg string) { fl.Note(ctx, id, "alert", "telemetry", msg) },
+		SEL: func(ctx context.Context, id string, entries []string) {
+			msg := fmt.Sprintf("BMC event log: %d new entries: %s", len(entries), strings.Join(entries[:min(len(entries), 5)], "; "))
+			if len(entries) > 5 {
+				msg += fmt.Sprintf("; and %d more (ingot job evidence or the BMC's log has them all)", len(entries)-5)
+			}
+			fl.Note(ctx, id, "bmc.sel", "telemetry", msg)
+		},
 		Notify:   notify,
 		Interval: c.Interval,
 		Logger:   log.With("service", "telemetry"),
@@ -68,7 +78,7 @@ func racksIn(dir string, log *slog.Logger) func() []rack.Rack {
 }
 
 // readBMC polls one machine's BMC through the shared pool.
-func readBMC(ctx context.Context, pool *bmc.Pool, creds credential.Policy, m *machine.Machine, log *slog.Logger) telemetry.Sample {
+func readBMC(ctx context.Context, pool *bmc.Pool, creds credential.Policy, m *machine.Machine, sel *selReader, log *slog.Logger) telemetry.Sample {
 	user, pass, err := creds.Resolve(m.BMC.CredentialRef)
 	if err != nil {
 		return telemetry.Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1}
@@ -82,7 +92,68 @@ func readBMC(ctx context.Context, pool *bmc.Pool, creds credential.Policy, m *ma
 	if err != nil {
 		return telemetry.Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1}
 	}
-	return sampleOf(r)
+	s := sampleOf(r)
+	if sel != nil {
+		s.SEL = sel.read(ctx, c, m.ID, log)
+	}
+	return s
+}
+
+// selEvery is how often a BMC's event log is read: less often than its
+// power and temperatures (each read is 8-10 requests).
+const selEvery = 10 * time.Minute
+
+// selReader reads each BMC's event log every `every` and returns the
+// entries that appeared since its last read. The first read of a BMC sets
+// the mark at its newest entry (the BMC's clock, not ours): history before
+// serve started is not news.
+type selReader struct {
+	every time.Duration
+	now   func() time.Time
+	mu    sync.Mutex
+	marks map[string]selMark // machine ID
+}
+
+type selMark struct {
+	read   time.Time // when we last read it
+	newest time.Time // the newest entry's Created then
+}
+
+func newSELReader(every time.Duration) *selReader {
+	return &selReader{every: every, now: time.Now, marks: map[string]selMark{}}
+}
+
+func (r *selReader) read(ctx context.Context, c *bmc.Client, machineID string, log *slog.Logger) []string {
+	r.mu.Lock()
+	mk, seen := r.marks[machineID]
+	due := !seen || r.now().Sub(mk.read) >= r.every
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	since := mk.newest.Add(time.Nanosecond)
+	if !seen {
+		since = time.Time{}
+	}
+	entries, err := c.EventLog(ctx, since, 200)
+	if err != nil {
+		log.Debug("telemetry: event log not read", "machine", machineID, "err", err)
+		return nil
+	}
+	mk.read = r.now()
+	var out []string
+	for _, e := range entries {
+		if e.Created.After(mk.newest) {
+			mk.newest = e.Created
+		}
+		if seen && !e.Created.IsZero() {
+			out = append(out, e.String())
+		}
+	}
+	r.mu.Lock()
+	r.marks[machineID] = mk
+	r.mu.Unlock()
+	return out
 }
 
 // sampleOf turns the BMC's readings into what telemetry judges.

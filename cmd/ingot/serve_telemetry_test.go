@@ -76,7 +76,7 @@ func TestTelemetryScriptedFaults(t *testing.T) {
 	svc, err := telemetry.New(telemetry.Config{
 		Machines: func(context.Context) ([]machine.Machine, error) { return []machine.Machine{m}, nil },
 		Read: func(ctx context.Context, mm *machine.Machine) telemetry.Sample {
-			return readBMC(ctx, pool, creds, mm, slog.New(slog.DiscardHandler))
+			return readBMC(ctx, pool, creds, mm, nil, slog.New(slog.DiscardHandler))
 		},
 		Recipes: func(string) (*recipe.Recipe, error) {
 			return &recipe.Recipe{Name: "r", Power: recipe.Power{LoadWatts: 400}, Alerts: recipe.Alerts{For: recipe.Duration(2 * time.Minute)}}, nil
@@ -161,5 +161,45 @@ func TestSampleOf(t *testing.T) {
 				t.Errorf("PSU redundancy lost = %v, want %v", s.PSURedundancyLost, tc.wantLost)
 			}
 		})
+	}
+}
+
+// The poller reports a BMC's event log entries that appeared since its
+// last read, once each; what the log held when serve started is not news.
+func TestSELReader(t *testing.T) {
+	clk := &testClock{t: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC)}
+	b, err := vbmc.New(vbmc.Config{Root: vbmcMockup(t, "dmtf-public-rackmount1"), Username: bmcTestUser, Password: bmcTestPass, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(b)
+	defer srv.Close()
+	b.AddLogEntry(vbmc.LogEntry{Severity: "Warning", Message: "old news: fan 3 replaced", MessageID: "X.1.0.Old"})
+	pool := bmc.NewPool(nil)
+	defer pool.Close()
+	ctx := context.Background()
+	c, err := pool.Get(ctx, bmc.Config{Endpoint: srv.URL, Username: bmcTestUser, Password: bmcTestPass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newSELReader(10 * time.Minute)
+	r.now = clk.Now
+	log := slog.New(slog.DiscardHandler)
+	if got := r.read(ctx, c, "m-1", log); len(got) != 0 {
+		t.Fatalf("first read reported %q; the log's history is not news", got)
+	}
+	clk.add(time.Minute)
+	b.AddLogEntry(vbmc.LogEntry{Severity: "Critical", Message: "Uncorrectable ECC error on DIMM A3", MessageID: "X.1.0.ECC"})
+	if got := r.read(ctx, c, "m-1", log); len(got) != 0 {
+		t.Fatalf("read before 10 minutes passed: %q", got)
+	}
+	clk.add(10 * time.Minute)
+	got := r.read(ctx, c, "m-1", log)
+	if len(got) != 1 || !strings.Contains(got[0], "Uncorrectable ECC error on DIMM A3") || !strings.Contains(got[0], "Critical") {
+		t.Fatalf("new entries %q, want the ECC error once", got)
+	}
+	clk.add(10 * time.Minute)
+	if got := r.read(ctx, c, "m-1", log); len(got) != 0 {
+		t.Errorf("an entry reported twice: %q", got)
 	}
 }

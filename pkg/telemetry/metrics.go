@@ -18,6 +18,7 @@ const (
 	MetricMemErrors   = "ingot_node_memory_correctable_errors"
 	MetricPollSeconds = "ingot_node_bmc_poll_seconds"
 	MetricAlerts      = "ingot_alerts"
+	MetricSELEntries  = "ingot_node_bmc_log_entries_total"
 )
 
 var (
@@ -32,7 +33,8 @@ var (
 	descMem      = prometheus.NewDesc(MetricMemErrors, "The BMC's count of correctable memory errors.", nodeLabels, nil)
 	descPoll     = prometheus.NewDesc(MetricPollSeconds, "How long the last BMC poll took.", nodeLabels, nil)
 	descAlerts   = prometheus.NewDesc(MetricAlerts, "1 for every pending or firing ingot alert.", append(nodeLabels[:3:3], "rule", "severity", "state"), nil)
-	allMetricDef = []*prometheus.Desc{descUp, descWatts, descTemp, descPSU, descPSULost, descFans, descMem, descPoll, descAlerts}
+	descSEL      = prometheus.NewDesc(MetricSELEntries, "BMC event log (SEL) entries seen since ingot serve started.", nodeLabels, nil)
+	allMetricDef = []*prometheus.Desc{descUp, descWatts, descTemp, descPSU, descPSULost, descFans, descMem, descPoll, descAlerts, descSEL}
 )
 
 // Collector exports the last readings and the alerts.
@@ -59,6 +61,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		g(descUp, up, l...)
 		g(descPoll, smp.Took.Seconds(), l...)
+		ch <- prometheus.MustNewConstMetric(descSEL, prometheus.CounterValue, float64(cur.SELEntries), l...)
 		if !smp.Up {
 			continue
 		}

@@ -51,6 +51,10 @@ type Sample struct {
 	Problems         []string `json:"problems,omitempty"`
 	// Took is how long the poll took (a slow BMC stretches its interval).
 	Took time.Duration `json:"took"`
+	// SEL holds the BMC event log entries that appeared since the last
+	// read, one line each (the reader reads the log less often than it
+	// polls: most samples have none).
+	SEL []string `json:"sel,omitempty"`
 }
 
 // PSUEfficiency is output over input watts, 0 unknown.

@@ -32,6 +32,9 @@ type Config struct {
 	// Event records an alert transition in the machine's event log (the
 	// fleet); nil: only logged.
 	Event func(ctx context.Context, machineID, message string)
+	// SEL records new BMC event log entries of a machine (an event on the
+	// machine); nil: they are only counted.
+	SEL func(ctx context.Context, machineID string, entries []string)
 	// Notify delivers transitions (webhook, Alertmanager); each gets every
 	// transition, on its own goroutine.
 	Notify []Notifier
@@ -66,12 +69,13 @@ type Service struct {
 }
 
 type node struct {
-	m        machine.Machine
-	last     Sample
-	state    nodeState
-	next     time.Time
-	interval time.Duration
-	polling  bool
+	m          machine.Machine
+	last       Sample
+	state      nodeState
+	next       time.Time
+	interval   time.Duration
+	polling    bool
+	selEntries int64 // BMC event log entries seen
 }
 
 // New builds a Service.
@@ -265,6 +269,7 @@ func (s *Service) poll(ctx context.Context, n *node) {
 
 	s.mu.Lock()
 	n.last = smp
+	n.selEntries += int64(len(smp.SEL))
 	trs := n.state.evaluate(smp, lim, silenced(m))
 	for i := range trs {
 		trs[i].Alert.Name, trs[i].Alert.Rack, trs[i].Alert.Recipe = m.Name, m.Rack, m.Recipe
@@ -279,6 +284,9 @@ func (s *Service) poll(ctx context.Context, n *node) {
 	n.polling = false
 	s.mu.Unlock()
 
+	if len(smp.SEL) > 0 && s.cfg.SEL != nil {
+		s.cfg.SEL(ctx, m.ID, smp.SEL)
+	}
 	for _, tr := range trs {
 		msg := tr.Message()
 		s.cfg.Logger.Info("telemetry alert", "machine", m.Name, "rule", tr.Alert.Rule, "fired", tr.Fired, "reading", tr.Alert.Reading)
@@ -334,6 +342,8 @@ func (s *Service) Alerts() []Alert {
 type Current struct {
 	Machine machine.Machine
 	Sample  Sample
+	// SELEntries counts the BMC event log entries seen since serve started.
+	SELEntries int64
 }
 
 // Last returns every polled machine's last sample, by name.
@@ -343,7 +353,7 @@ func (s *Service) Last() []Current {
 	var out []Current
 	for _, n := range s.nodes {
 		if !n.last.Time.IsZero() {
-			out = append(out, Current{Machine: n.m, Sample: n.last})
+			out = append(out, Current{Machine: n.m, Sample: n.last, SELEntries: n.selEntries})
 		}
 	}
 	slices.SortFunc(out, func(a, b Current) int { return strings.Compare(a.Machine.Name, b.Machine.Name) })
