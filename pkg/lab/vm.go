@@ -23,8 +23,15 @@ type VM struct {
 	MemMiB    int      `json:"mem_mib"`
 	// FirmwarePXE makes a UEFI VM boot through OVMF's own PXE (no NIC
 	// option ROM), so the TFTP stage (firmware -> snponly.efi -> iPXE) runs.
-	FirmwarePXE bool   `json:"firmware_pxe"`
-	Vars        string `json:"vars,omitempty"` // per-VM OVMF variable store
+	FirmwarePXE bool `json:"firmware_pxe"`
+	// FirmwareHTTP makes a UEFI VM boot through OVMF's own HTTP boot: no
+	// NIC option ROM, OVMF's PXE turned off, so the firmware fetches the
+	// agent UKI over HTTP itself (no TFTP, no iPXE).
+	FirmwareHTTP bool   `json:"firmware_http,omitempty"`
+	Vars         string `json:"vars,omitempty"` // per-VM OVMF variable store
+	// POSTMillis makes the firmware wait this long at every start (its
+	// boot menu's timeout), as a server's POST does; 0: none.
+	POSTMillis int `json:"post_ms,omitempty"`
 }
 
 // OVMF firmware files of Debian's ovmf package.
@@ -56,8 +63,22 @@ func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 		args = append(args, "-machine", "pc")
 	}
 	nic := "virtio-net-pci,netdev=n0,mac=" + v.MAC
-	if v.FirmwarePXE {
+	if v.FirmwarePXE || v.FirmwareHTTP {
 		nic += ",romfile="
+	}
+	if v.FirmwareHTTP {
+		// OVMF tries a NIC's PXE boot options before its HTTP ones, and
+		// the DHCP server answers both: without these the firmware would
+		// PXE-boot over TFTP. fw_cfg knobs read at start (OvmfPkg's
+		// RUNTIME_CONFIG.md; edk2 since 2020). HTTP boot stays on.
+		args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
+			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no")
+	}
+	if v.POSTMillis > 0 {
+		// A simulated POST: SeaBIOS and OVMF both wait out the boot menu's
+		// timeout (fw_cfg etc/boot-menu-wait) at every firmware start; a
+		// kexec skips it, as it skips a real server's POST.
+		args = append(args, "-boot", fmt.Sprintf("menu=on,splash-time=%d", v.POSTMillis))
 	}
 	disk := "virtio-blk-pci,drive=d0"
 	// Data disks come after the boot disk, so the guest names the boot

@@ -20,7 +20,8 @@ var ipxeNoProxyWait = []byte{0xb0, 0x01, 0x01, 0xff}
 var pxeDiscoveryControl = []byte{0x06, 0x01, 0x08, 0xff}
 
 // bootOptions adds what client c needs to boot: the TFTP first stage for
-// firmware PXE, an HTTP URL for UEFI HTTP boot, the iPXE script URL for iPXE.
+// firmware PXE, an HTTP URL for UEFI HTTP boot (x86-64: the machine's agent
+// UKI), the iPXE script URL for iPXE.
 // Nothing for clients that are not network-booting, or unknown machines
 // under the ignore policy (m is nil then).
 func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Machine) {
@@ -52,7 +53,11 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 			if h.cfg.HTTPBase == "" {
 				return // no URL to give (warned at start)
 			}
-			f = h.cfg.HTTPBase + "/boot/" + f
+			if f == AgentUKI {
+				f = h.UKIURL(mac)
+			} else {
+				f = h.cfg.HTTPBase + "/boot/" + f
+			}
 		}
 		setFile(r, f)
 		// UEFI HTTP boot ignores offers without "HTTPClient" (UEFI 2.x §24.7.2).
@@ -80,6 +85,16 @@ func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Ma
 func (h *Handler) ScriptURL(mac, arch string) string {
 	// mac is normalized hex with colons and arch one of pxe.Arch*: nothing to escape.
 	return h.cfg.HTTPBase + "/ipxe?mac=" + mac + "&arch=" + arch
+}
+
+// UKIURL is the URL of a machine's agent UKI, which the HTTP side
+// (pkg/boot/httpboot, GET /uki/{file}) assembles for the machine's state:
+// the MAC in the path, with dashes, and the name ending in .efi, so that
+// firmware that tells an EFI application by its name (EDK2 does, when
+// the answer has no Content-Type) and firmware that mishandles a query
+// string both boot it.
+func (h *Handler) UKIURL(mac string) string {
+	return h.cfg.HTTPBase + "/uki/" + strings.ReplaceAll(mac, ":", "-") + ".efi"
 }
 
 // setFile puts a boot file name in the file field when it fits (128 bytes

@@ -91,10 +91,18 @@ type Config struct {
 // BootFiles maps a client architecture (pxe.Arch* names) to the file it
 // loads first. TFTP names are relative to the TFTP root; for HTTP-boot
 // arches a value that is not an http(s) URL is served from
-// {HTTPBase}/boot/{value}.
+// {HTTPBase}/boot/{value}, and AgentUKI names the machine's agent UKI.
 type BootFiles map[string]string
 
-// DefaultBootFiles are the names Debian's ipxe package installs.
+// AgentUKI, as the boot file of an HTTP-boot arch, sends the firmware to the
+// machine's agent UKI (Handler.UKIURL): kernel, initrd and command line in
+// one EFI application that the firmware's HTTP boot runs itself, with no
+// iPXE and no TFTP. Set "ipxe.efi" instead to chainload iPXE over HTTP.
+const AgentUKI = "ingot:agent-uki"
+
+// DefaultBootFiles are the names Debian's ipxe package installs, and the
+// agent UKI for x86-64 UEFI HTTP boot (systemd's stub is x86-64 only in
+// Debian 12, as is the lab's kernel: arm64 HTTP boot keeps iPXE).
 func DefaultBootFiles() BootFiles {
 	return BootFiles{
 		pxe.ArchBIOS:          "undionly.kpxe",
@@ -102,7 +110,7 @@ func DefaultBootFiles() BootFiles {
 		pxe.ArchUEFIIA32:      "snponly-ia32.efi",
 		pxe.ArchUEFIARM32:     "snponly-arm32.efi",
 		pxe.ArchUEFIARM64:     "snponly-arm64.efi",
-		pxe.ArchUEFIX64HTTP:   "ipxe.efi",
+		pxe.ArchUEFIX64HTTP:   AgentUKI,
 		pxe.ArchUEFIARM64HTTP: "snponly-arm64.efi",
 	}
 }

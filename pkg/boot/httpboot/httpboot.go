@@ -1,6 +1,7 @@
 // Package httpboot is ingot's HTTP boot side: per-machine iPXE scripts,
-// content-addressed artifacts (kernels, initrds, images) with Range and
-// ETag, iPXE binaries for UEFI HTTP-boot clients, /metrics and /healthz.
+// per-machine agent UKIs for UEFI HTTP boot, content-addressed artifacts
+// (kernels, initrds, images) with Range and ETag, iPXE binaries, /metrics
+// and /healthz.
 //
 // Routes (Register adds them to a mux; the API mounts its own beside them):
 //
@@ -8,6 +9,7 @@
 //	GET /artifacts/sha256/<hex>      an artifact by content (ETag = the hash)
 //	GET /artifacts/<name>            an artifact by human name (same ETag)
 //	GET /boot/<file>                 iPXE binaries (bootfiles rules)
+//	GET /uki/<MAC>.efi               the machine's agent UKI, for UEFI HTTP boot (uki.go)
 //	GET /metrics, GET /healthz
 //
 // GET routes answer HEAD too.
@@ -22,6 +24,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +38,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Machines is the part of the store the script handler needs.
@@ -71,7 +75,10 @@ type Config struct {
 	BootFiles *bootfiles.Dirs // nil: no /boot/ route
 	Unknown   string          // UnknownDiscover (default) or UnknownIgnore
 	Discovery Discovery
-	Logger    *slog.Logger
+	// Stub is systemd's EFI stub the agent UKIs are assembled on (UEFI
+	// HTTP boot); default uki.EFIStub. Missing: /uki answers 503.
+	Stub   string
+	Logger *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
@@ -114,6 +121,12 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Stub == "" {
+		cfg.Stub = uki.EFIStub
+	}
+	if _, err := os.Stat(cfg.Stub); err != nil {
+		cfg.Logger.Warn("no EFI stub for agent UKIs: UEFI HTTP boot clients get 503 (apt-get install systemd-boot-efi)", "stub", cfg.Stub, "err", err)
+	}
 	return &Handler{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer)}, nil
 }
 
@@ -122,6 +135,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("GET /ipxe", h.m.instrument("ipxe", http.HandlerFunc(h.serveScript)))
 	mux.Handle("GET /artifacts/sha256/{sha}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactSHA)))
 	mux.Handle("GET /artifacts/{name}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactName)))
+	mux.Handle("GET /uki/{file}", h.m.instrument("uki", http.HandlerFunc(h.serveUKI)))
 	if h.cfg.BootFiles != nil {
 		mux.Handle("GET /boot/{file...}", h.m.instrument("boot", http.HandlerFunc(h.serveBootFile)))
 	}

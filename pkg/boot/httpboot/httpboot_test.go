@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/uki/ukitest"
 )
 
 type fakeMachines map[string]*machine.Machine
@@ -47,6 +48,7 @@ type fixture struct {
 	bigRef  artifact.Ref
 	reg     *prometheus.Registry
 	bootDir string
+	stub    string // the EFI stub agent UKIs are assembled on
 }
 
 // newFixture serves a Handler on a real loopback listener (httptest).
@@ -72,6 +74,8 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 	f.bigRef, _ = f.arts.Put(ctx, bytes.NewReader(f.big))
 	f.arts.SetName("big.img", f.bigRef.SHA256)
 	os.WriteFile(filepath.Join(f.bootDir, "ipxe.efi"), []byte("ipxe efi binary"), 0o644)
+	f.stub = filepath.Join(t.TempDir(), "linuxx64.efi.stub")
+	os.WriteFile(f.stub, ukitest.MinimalStub(), 0o644)
 	boot, _ := bootfiles.New([]string{f.bootDir}, nil)
 	rc := &recipe.Recipe{Name: "gpu-h100", Version: "3"}
 	rc.OS.Agent = recipe.AgentBoot{
@@ -100,6 +104,7 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 		BootFiles:  boot,
 		Unknown:    unknown,
 		Discovery:  Discovery{Cmdline: "console=ttyS0"},
+		Stub:       f.stub,
 		Registerer: f.reg,
 		Gatherer:   f.reg,
 	})
