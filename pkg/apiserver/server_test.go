@@ -41,6 +41,8 @@ func (nopBMC) BootState(context.Context) (engine.BootState, error) {
 }
 func (nopBMC) Inventory(context.Context) (machine.Inventory, error) { return machine.Inventory{}, nil }
 func (nopBMC) NodeWatts(context.Context) (int, error)               { return 0, errors.New("no power reading") }
+func (nopBMC) InsertMedia(context.Context, string) error            { return nil }
+func (nopBMC) EjectMedia(context.Context) error                     { return nil }
 func (nopBMC) Close() error                                         { return nil }
 func dialNop(context.Context, *machine.Machine) (engine.BMC, error) { return nopBMC{}, nil }
 

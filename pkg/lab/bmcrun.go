@@ -37,7 +37,14 @@ func RunBMCs(ctx context.Context, dir string, log *slog.Logger) error {
 			return err
 		}
 		defer qlog.Close()
-		q := &vbmc.QEMU{Args: args, BootArgs: boot, Stdout: qlog, Stderr: qlog, Logger: log.With("vm", vm.Name)}
+		if _, ok := boot["Cd"]; !ok {
+			// Booting the virtual CD: the backend adds the CD drive with
+			// bootindex=0, ahead of the disk and NIC as a disk boot has them.
+			boot["Cd"] = boot["Hdd"]
+		}
+		// The BMC's virtual media is fetched into the VM's folder.
+		q := &vbmc.QEMU{Args: args, BootArgs: boot, Stdout: qlog, Stderr: qlog, Logger: log.With("vm", vm.Name),
+			MediaDir: filepath.Dir(vm.Console)}
 		backends = append(backends, q)
 		// The BMC serves the VM's serial console (vm.Console, which QEMU's
 		// -serial chardev writes) as its HostLogger log service.

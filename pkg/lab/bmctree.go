@@ -9,8 +9,9 @@ import (
 
 // writeBMCTree writes the Redfish tree a lab machine's virtual BMC serves:
 // one System (the QEMU VM) with the boot targets and reset types QEMU can
-// honour, a BIOS with a settings object, one Manager and one Chassis. It is
-// ingot's own description of a QEMU machine, not a copy of a vendor capture.
+// honour, a BIOS with a settings object, one Manager with a virtual CD
+// drive and one Chassis. It is ingot's own description of a QEMU machine,
+// not a copy of a vendor capture.
 func writeBMCTree(dir, name string, memMiB int) error {
 	sys := "/redfish/v1/Systems/1"
 	res := map[string]map[string]any{
@@ -63,6 +64,19 @@ func writeBMCTree(dir, name string, memMiB int) error {
 		"Managers/1": {
 			"@odata.id": "/redfish/v1/Managers/1", "@odata.type": "#Manager.v1_19_0.Manager", "Id": "1", "Name": "ingot virtual BMC",
 			"ManagerType": "BMC", "FirmwareVersion": "ingot-vbmc", "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+			"VirtualMedia": ref("/redfish/v1/Managers/1/VirtualMedia"),
+		},
+		// One virtual CD drive: what is inserted goes into the VM's CD
+		// drive (vbmc's QEMU backend fetches it at power-on).
+		"Managers/1/VirtualMedia": collection("/redfish/v1/Managers/1/VirtualMedia", "#VirtualMediaCollection.VirtualMediaCollection", "/redfish/v1/Managers/1/VirtualMedia/CD1"),
+		"Managers/1/VirtualMedia/CD1": {
+			"@odata.id": "/redfish/v1/Managers/1/VirtualMedia/CD1", "@odata.type": "#VirtualMedia.v1_6_0.VirtualMedia",
+			"Id": "CD1", "Name": "Virtual CD", "MediaTypes": []string{"CD", "DVD"}, "Image": nil, "ImageName": nil,
+			"Inserted": false, "WriteProtected": true, "ConnectedVia": "NotConnected", "TransferProtocolType": "HTTP",
+			"Actions": map[string]any{
+				"#VirtualMedia.InsertMedia": map[string]any{"target": "/redfish/v1/Managers/1/VirtualMedia/CD1/Actions/VirtualMedia.InsertMedia"},
+				"#VirtualMedia.EjectMedia":  map[string]any{"target": "/redfish/v1/Managers/1/VirtualMedia/CD1/Actions/VirtualMedia.EjectMedia"},
+			},
 		},
 		"AccountService": {
 			"@odata.id": "/redfish/v1/AccountService", "@odata.type": "#AccountService.v1_13_0.AccountService",

@@ -344,6 +344,7 @@ func fieldLabel(generic string) (string, bool) {
 		"os.cmdline":                        "kernel command line",
 		"os.handoff":                        "handoff",
 		"os.agent.cmdline":                  "agent command line",
+		"os.agent.boot":                     "agent boot",
 		"network.management_vlan":           "management VLAN",
 		"network.workload_vlan":             "workload VLAN",
 		"network.hostname":                  "hostname pattern",

@@ -46,8 +46,12 @@ type Deps struct {
 	// Mount lets other parts of ingot (the API) add handlers to the same
 	// HTTP mux, e.g. Mount: []func(*http.ServeMux){api.Register}. Patterns
 	// must not clash with the boot routes: /ipxe, /artifacts/, /boot/,
-	// /metrics, /healthz.
+	// /vmedia/, /metrics, /healthz.
 	Mount []func(*http.ServeMux)
+	// Media builds the agent's boot CDs (the engine's Media, made before
+	// the engine); Run tells it the server's URLs and serves its CDs on
+	// the boot listener at /vmedia/. nil: no virtual media.
+	Media *VirtualMedia
 	// Ready, if set, is called once every socket is bound (tests, systemd notify).
 	Ready func(Addrs)
 	// Reload delivers SIGHUP: the API certificate is loaded again.
@@ -200,6 +204,11 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	mux := http.NewServeMux()
 	hb.Register(mux)
+	if d.Media != nil {
+		// The BMC fetches CDs where firmware fetches its files.
+		d.Media.bind(publicURL, addrs.APIURL, addrs.CA)
+		d.Media.Register(mux)
+	}
 	apiMux := mux
 	if apiLn != nil {
 		// The API, its CA and /metrics only on the TLS listener; the boot

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,9 @@ import (
 // QEMU is a Backend that powers a QEMU virtual machine: power on starts a
 // qemu-system-x86_64 process booting from the override's device, power off
 // stops it, and the process ending by itself (guest poweroff, or a reboot
-// under -no-reboot) turns the PowerState Off.
+// under -no-reboot) turns the PowerState Off. It is a MediaBackend too:
+// an image inserted through the BMC's virtual media is fetched at power-on
+// and attached as an IDE CD drive (qemu_media.go).
 type QEMU struct {
 	// Binary is the QEMU program (default "qemu-system-x86_64", found on PATH).
 	Binary string
@@ -36,12 +39,18 @@ type QEMU struct {
 	Stdout, Stderr io.Writer
 	// Logger gets power events; nil discards.
 	Logger *slog.Logger
+	// MediaDir holds the copy of the inserted virtual media image, fetched
+	// at power-on (default os.TempDir()).
+	MediaDir string
+	// MediaClient fetches virtual media (default: 5-minute timeout).
+	MediaClient *http.Client
 
-	mu   sync.Mutex
-	proc *os.Process
-	done chan struct{} // closed when the running process exits
-	dir  string        // holds the QMP socket of the running process
-	last []string      // arguments of the last start, for tests and logs
+	mu    sync.Mutex
+	media cdrom // the virtual CD drive
+	proc  *os.Process
+	done  chan struct{} // closed when the running process exits
+	dir   string        // holds the QMP socket of the running process
+	last  []string      // arguments of the last start, for tests and logs
 }
 
 // DefaultBootArgs picks QEMU's legacy boot order for a Redfish boot target.
@@ -69,8 +78,17 @@ func (q *QEMU) State() string {
 	return "Off"
 }
 
-// PowerOn starts QEMU booting from bootTarget; nothing when it already runs.
-func (q *QEMU) PowerOn(_ context.Context, bootTarget string) error {
+// PowerOn starts QEMU booting from bootTarget; nothing when it already
+// runs. An inserted virtual media image is fetched first and attached as a
+// CD drive, first in the boot order when bootTarget is "Cd".
+func (q *QEMU) PowerOn(ctx context.Context, bootTarget string) error {
+	if q.State() == "On" {
+		return nil
+	}
+	cd, image, err := q.fetchMedia(ctx)
+	if err != nil {
+		return fmt.Errorf("starting QEMU for boot target %q: %w", bootTarget, err)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.proc != nil {
@@ -86,6 +104,7 @@ func (q *QEMU) PowerOn(_ context.Context, bootTarget string) error {
 		boot = DefaultBootArgs[bootTarget]
 	}
 	args = append(args, boot...)
+	args = append(args, cdArgs(cd, bootTarget == "Cd")...)
 	args = append(args, "-qmp", "unix:"+filepath.Join(dir, "qmp.sock")+",server=on,wait=off")
 	bin := q.Binary
 	if bin == "" {
@@ -99,7 +118,11 @@ func (q *QEMU) PowerOn(_ context.Context, bootTarget string) error {
 	}
 	done := make(chan struct{})
 	q.proc, q.done, q.dir, q.last = cmd.Process, done, dir, append([]string{bin}, args...)
-	q.logger().Info("qemu powered on", "pid", cmd.Process.Pid, "boot", bootTarget)
+	log := q.logger().With("pid", cmd.Process.Pid, "boot", bootTarget)
+	if image != "" {
+		log = log.With("cd", image)
+	}
+	log.Info("qemu powered on")
 	go func() {
 		err := cmd.Wait()
 		q.mu.Lock()
