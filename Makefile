@@ -9,7 +9,7 @@ FUZZTIME ?= 10s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
 
-.PHONY: help build deps test test-unit test-integration test-e2e fuzz fuzz-short lint bench lab lab-down clean
+.PHONY: help build deps test test-unit test-integration test-e2e fuzz fuzz-short lint bench lab lab-bench lab-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ bench: build ## benchmarks side by side with peers (dnsmasq, kea, tftpd-hpa, ngi
 
 lab: deps build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
 	./bin/ingot lab up --dir $(LABDIR)
+
+lab-bench: deps build ## time to restore through the BMC (kexec and reboot hand-offs) and warm, with a simulated 30 s POST; ratios to reboot (root)
+	./bin/ingot lab up --dir $(LABDIR)-bench --simulate-post 30s; rc=$$?; ./bin/ingot lab down --dir $(LABDIR)-bench; exit $$rc
 
 lab-down: ## remove everything the lab made
 	./bin/ingot lab down --dir $(LABDIR)

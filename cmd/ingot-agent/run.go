@@ -30,6 +30,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !isInit && len(args) > 0 && args[0] == "firstboot" {
 		return runFirstboot(ctx, args[1:], stdout, stderr)
 	}
+	if !isInit && len(args) > 0 && args[0] == "warm" {
+		return runWarm(ctx, args[1:], stdout, stderr)
+	}
 	if isInit {
 		// Before anything else: without /proc, /sys and /dev nothing works.
 		mountErr := pid1.MountAll()

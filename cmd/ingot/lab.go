@@ -19,7 +19,7 @@ const labUsage = `Usage: ingot lab up|down|status [flags]
           bridge, start ingot serve and a virtual BMC per QEMU VM in it, enroll
           the VMs with the lab-qemu recipe and provision them to ready over the
           network (BMC power-on -> DHCP -> iPXE -> agent -> image -> first boot);
-          then reimage one with each hand-off (kexec, reboot) and print both times.
+          then reimage one three ways (kexec, reboot, warm) and print the times.
   down    stop everything the lab started and remove its namespace.
   status  the lab's machines and their states.
 
@@ -46,12 +46,13 @@ func runLab(ctx context.Context, e *env, args []string) error {
 }
 
 func runLabUp(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--reimage=true]")
+	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi,uefi-pxe,uefi-http] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--simulate-post 30s] [--reimage=true]")
 	dir := fs.String("dir", "/var/lib/ingot-lab", "where the lab keeps disks, logs and its database")
+	post := fs.Duration("simulate-post", 0, "make every firmware start of a VM wait this long, as a server's POST does (e.g. 30s), to compare kexec, reboot and warm reimages")
 	siteDHCP := fs.String("site-dhcp", "", "run a real dnsmasq as the site's DHCP server on the lab network and ingot in proxy mode beside it (default: ingot's own DHCP, full mode)")
-	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM")
+	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM; uefi-http = OVMF's own HTTP boot of the agent UKI (PXE off, no TFTP, no iPXE)")
 	recipeName := fs.String("recipe", "lab-qemu", "the recipe the VMs are enrolled with; its os.image.name picks the image (a folder of images/) and its non-boot disk rules the VMs' data disks (lab-burnin: real stress-ng, fio and iperf3 burn-in, boot two VMs)")
-	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM with each hand-off (kexec, reboot) and print both times to restore")
+	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM three ways (kexec hand-off, reboot hand-off, warm) and print the times to restore")
 	repo := fs.String("repo", ".", "the ingot source tree (recipes/, images/)")
 	agent := fs.String("agent", "", "ingot-agent binary (default: next to this binary)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
@@ -75,13 +76,15 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 			specs = append(specs, lab.VMSpec{Firmware: v})
 		case "uefi-pxe":
 			specs = append(specs, lab.VMSpec{Firmware: "uefi", FirmwarePXE: true})
+		case "uefi-http":
+			specs = append(specs, lab.VMSpec{Firmware: "uefi", FirmwareHTTP: true})
 		default:
-			return fmt.Errorf("--vms: %q is not bios, uefi or uefi-pxe", v)
+			return fmt.Errorf("--vms: %q is not bios, uefi, uefi-pxe or uefi-http", v)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP,
+	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP, POST: *post,
 		Recipe: *recipeName, DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
 	if err != nil {
 		return err
@@ -95,22 +98,30 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 		return exitError(1)
 	}
 	if *reimage {
-		// The same VM, once per hand-off: the recipe's kexec, then a reboot
-		// (one more POST), side by side.
+		// The same VM three ways, side by side: through the BMC with the
+		// recipe's kexec hand-off (one POST), with a reboot hand-off (two),
+		// and warm (the installed OS kexecs into the agent: none).
 		vm := l.State.VMs[0].Name
 		took := map[string]time.Duration{}
-		for _, h := range []string{"kexec", "reboot"} {
-			fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe, handoff %s\n", vm, h)
-			if res, err = l.ReimageHandoff(ctx, h, vm); err != nil {
+		for _, way := range []string{"kexec", "reboot", "warm"} {
+			fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe (%s)\n", vm, way)
+			if way == "warm" {
+				res, err = l.ReimageWarm(ctx, vm)
+			} else {
+				res, err = l.ReimageHandoff(ctx, way, vm)
+			}
+			if err != nil {
 				return err
 			}
 			if !printResults(e, res) {
 				return exitError(1)
 			}
-			took[h] = res[0].Status.Restore
+			took[way] = res[0].Status.Restore
 		}
-		fmt.Fprintf(e.stdout, "lab: time to restore %s: kexec %s, reboot %s (kexec/reboot %.2f); each reboot adds a POST (5-15 minutes on a GPU server)\n",
-			vm, took["kexec"].Round(time.Second), took["reboot"].Round(time.Second), took["kexec"].Seconds()/max(took["reboot"].Seconds(), 1))
+		ref := max(took["reboot"].Seconds(), 1)
+		fmt.Fprintf(e.stdout, "lab: time to restore %s: reboot %s (1.00), kexec %s (%.2f), warm %s (%.2f); on a GPU server each POST avoided is 5-15 minutes\n",
+			vm, took["reboot"].Round(time.Second), took["kexec"].Round(time.Second), took["kexec"].Seconds()/ref,
+			took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
 	}
 	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
 	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --ca %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.APIURL, l.State.CA, l.State.Token)

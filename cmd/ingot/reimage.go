@@ -15,12 +15,13 @@ import (
 
 // runReimage: `ingot reimage NODE... [--dry-run] [--wait=false]`.
 func runReimage(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("reimage", "reimage NODE... [--dry-run] [--wait=false] [--reason TEXT] [--handoff reboot|kexec] [--server URL]")
+	fs := e.flagSet("reimage", "reimage NODE... [--dry-run] [--wait=false] [--reason TEXT] [--handoff reboot|kexec] [--warm] [--server URL]")
 	af := addAPIFlags(fs)
 	dry := fs.Bool("dry-run", false, "run the preflight and print the plan; change nothing")
 	wait := fs.Bool("wait", true, "follow progress until every node is ready or failed")
 	reason := fs.String("reason", "", "why, recorded in the machine's events")
 	handoff := fs.String("handoff", "", "override the recipe's os.handoff for this job: reboot or kexec")
+	warmFlag := fs.Bool("warm", false, "ask the installed OS to kexec into the agent: no POST (the recipe's os.warm_reimage); falls back to the BMC when the node does not answer")
 	timeout := fs.Duration("timeout", 2*time.Hour, "give up waiting after this long (the job goes on)")
 	nodes, err := parseWithArgs(e, fs, args)
 	if err != nil {
@@ -34,7 +35,7 @@ func runReimage(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.Reimage(ctx, wire.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason, Handoff: *handoff})
+	res, err := c.Reimage(ctx, wire.ReimageRequest{Machines: nodes, DryRun: *dry, Reason: *reason, Handoff: *handoff, Warm: *warmFlag})
 	if err != nil {
 		return fmt.Errorf("reimage: %w", err)
 	}

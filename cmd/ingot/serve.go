@@ -83,10 +83,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, PublicURL: cfg.PublicURL,
+	media, err := serve.NewVirtualMedia(serve.MediaConfig{Dir: filepath.Join(cfg.Data, "vmedia"), Artifacts: arts, Jobs: st,
+		Logger: log.With("service", "vmedia")})
+	if err != nil {
+		return err
+	}
+	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, PublicURL: cfg.PublicURL, Media: media,
 		Binding: cfg.Binding(), Iface: cfg.Interface, DHCP: dhcpInfo,
 		Creds: credential.Policy{Dir: cfg.BMCCredentialsDir, EnvPrefix: cfg.BMCCredentialEnvPrefix, Getenv: e.getenv},
-		Keys:  keys, PublicLimit: publicLimit, Log: log, DrillMaxAge: cfg.DrillMaxAge,
+		Keys:  keys, PublicLimit: publicLimit, Log: log, DrillMaxAge: cfg.DrillMaxAge, WarmKeyFile: filepath.Join(cfg.Data, "warm.key"),
 		Telemetry: telemetryConfig{Interval: cfg.TelemetryInterval, Webhook: cfg.AlertWebhook, Alertmanager: cfg.AlertmanagerURL, RacksDir: cfg.Recipes}})
 	if err != nil {
 		return err
@@ -118,6 +123,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		Reload:      tlsHup,
 		PublicLimit: publicLimit,
 		Services:    services,
+		Media:       media,
 	})
 }
 

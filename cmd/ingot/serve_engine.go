@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
@@ -24,6 +27,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
+	"github.com/ingot-dev/ingot/pkg/warm"
 )
 
 // provisioning is the engine and its API, wired for `ingot serve`.
@@ -55,7 +59,12 @@ type provisioningConfig struct {
 	DrillMaxAge time.Duration
 	// Telemetry polls BMCs when its Interval is set.
 	Telemetry telemetryConfig
-	Log       *slog.Logger
+	// Media builds the agent's boot CDs (os.agent.boot: virtual-media).
+	Media engine.Media
+	// WarmKeyFile is the warm reimage signing key (made on first use);
+	// "" no warm reimages.
+	WarmKeyFile string
+	Log         *slog.Logger
 }
 
 // newProvisioning builds the engine (BMCs through pkg/bmc, credentials from
@@ -78,9 +87,26 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 			return ref.Size, err == nil
 		}
 	}
+	var warmFn func(context.Context, *machine.Machine, string) error
+	var warmPub string
+	if c.WarmKeyFile != "" {
+		key, err := warm.LoadOrCreateKey(c.WarmKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		warmPub = warm.EncodePublic(key.Public().(ed25519.PublicKey))
+		warmFn = func(ctx context.Context, m *machine.Machine, jobID string) error {
+			addr, err := nodeAddress(ctx, st, m)
+			if err != nil {
+				return err
+			}
+			body, sig := warm.Sign(key, m.ID, jobID, time.Now())
+			return warm.Trigger(ctx, net.JoinHostPort(addr, strconv.Itoa(warm.Port)), body, sig, 15*time.Second)
+		}
+	}
 	e, err := engine.New(engine.Config{
-		Store: st, DialBMC: dial, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
-		Racks: racksIn(c.Telemetry.RacksDir, log), DrillMaxAge: c.DrillMaxAge,
+		Store: st, DialBMC: dial, Warm: warmFn, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
+		Racks: racksIn(c.Telemetry.RacksDir, log), DrillMaxAge: c.DrillMaxAge, Media: c.Media,
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding
 			for _, f := range drift.Check(inv, r) {
@@ -135,7 +161,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 	api, err := apiserver.New(apiserver.Config{Telemetry: tel, Store: st, Engine: e, Fleet: fl, Recipes: recipes, RecipeNames: names,
 		BaseURL: publicURL, Logger: log.With("service", "api"), ArtifactSize: size, Auth: auth, Version: version, PublicLimit: publicLimit,
 		Images:      func() ([]wire.Image, error) { return listImages(arts) },
-		DialBMCLogs: apiserver.BMCLogsDialer(fl.Credentials, log.With("service", "evidence"))})
+		DialBMCLogs: apiserver.BMCLogsDialer(fl.Credentials, log.With("service", "evidence")), WarmKey: warmPub})
 	if err != nil {
 		return nil, err
 	}
@@ -233,9 +259,27 @@ func (b engineBMC) Inventory(ctx context.Context) (machine.Inventory, error) {
 	return b.c.Inventory(ctx)
 }
 func (b engineBMC) NodeWatts(ctx context.Context) (int, error) { return b.c.NodeWatts(ctx) }
+func (b engineBMC) InsertMedia(ctx context.Context, image string) error {
+	return b.c.InsertMedia(ctx, image)
+}
+func (b engineBMC) EjectMedia(ctx context.Context) error { return b.c.EjectMedia(ctx) }
 func (b engineBMC) Close() error {
 	if b.pooled {
 		return nil
 	}
 	return b.c.Close()
+}
+
+// nodeAddress is where a machine's installed OS answers: its reserved
+// address, else the address ingot's DHCP last leased its first MAC.
+func nodeAddress(ctx context.Context, st store.Store, m *machine.Machine) (string, error) {
+	if m.IPv4 != "" {
+		return m.IPv4, nil
+	}
+	for _, mac := range m.MACs {
+		if l, err := st.LeaseByMAC(ctx, mac); err == nil && l.IP.IsValid() {
+			return l.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("machine %s has no reserved address and no lease from ingot's DHCP: its warm reimage service cannot be reached", m.Name)
 }

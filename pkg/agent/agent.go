@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/burnin"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/warm"
 )
 
 // API is the part of api.AgentClient the agent uses.
@@ -298,7 +299,13 @@ func (a *Agent) installFirstBoot(task api.Task, disk string, inv machine.Invento
 		files = append(files,
 			installFile{api.BurnInPlanPath, func() ([]byte, error) { return json.MarshalIndent(plan, "", "  ") }, 0o644})
 	}
-	if burnIn || a.Config.API != "" {
+	if w := task.Warm; w != nil {
+		// The warm reimage service (`ingot-agent warm`): this agent, and
+		// what it needs to check the server's requests and find its script.
+		cfg := warm.Config{Server: a.Config.Server, Machine: task.MachineID, MAC: w.MAC, Key: w.Key, Port: w.Port}
+		files = append(files, installFile{warm.ConfigPath, func() ([]byte, error) { return json.MarshalIndent(cfg, "", "  ") }, 0o644})
+	}
+	if burnIn || a.Config.API != "" || task.Warm != nil {
 		// The burn-in runs through this agent; over TLS it is also the
 		// reporter that verifies the server (an image's own reporter may
 		// lack that: busybox wget does not verify certificates).

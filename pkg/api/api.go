@@ -138,6 +138,19 @@ type Task struct {
 	// CloudInit is the recipe's first_boot.cloud_init user data: the agent
 	// writes it as a NoCloud seed (CloudInitSeed) into the installed system.
 	CloudInit string `json:"cloud_init,omitempty"`
+	// Warm is set when the recipe opts in to warm reimages
+	// (os.warm_reimage): the agent installs itself and the service's
+	// settings (pkg/warm.Config) into the installed system.
+	Warm *Warm `json:"warm,omitempty"`
+}
+
+// Warm is what the installed system's warm reimage service needs from the
+// server: its public key (base64 ed25519), the port to listen on and the
+// MAC whose iPXE script it fetches.
+type Warm struct {
+	Key  string `json:"key"`
+	Port int    `json:"port"`
+	MAC  string `json:"mac"`
 }
 
 // PeerRequest asks the engine for a partner node of a fabric test (POST

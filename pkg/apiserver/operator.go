@@ -383,7 +383,7 @@ func (s *Server) reimageOne(r *http.Request, name string, req wire.ReimageReques
 		}
 	} else {
 		var job *store.Job
-		job, err = s.engine.ReimageWith(r.Context(), name, actor(p), req.Reason, engine.ReimageOptions{Handoff: req.Handoff})
+		job, err = s.engine.ReimageWith(r.Context(), name, actor(p), req.Reason, engine.ReimageOptions{Handoff: req.Handoff, Warm: req.Warm})
 		res.Job = WireJob(job)
 	}
 	if err != nil {

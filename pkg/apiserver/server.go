@@ -27,6 +27,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
+	"github.com/ingot-dev/ingot/pkg/warm"
 )
 
 //go:embed openapi.yaml
@@ -69,8 +70,11 @@ type Config struct {
 	// serial console into evidence bundles (BMCLogsDialer builds one over
 	// pkg/bmc); nil: bundles say these were not collected.
 	DialBMCLogs DialBMCLogs
-	Logger      *slog.Logger
-	Now         func() time.Time
+	// WarmKey is the server's warm reimage public key (pkg/warm, base64):
+	// agents of recipes with os.warm_reimage install it. "" none.
+	WarmKey string
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Server serves the API.
@@ -88,6 +92,7 @@ type Server struct {
 	publicLimit  *ratelimit.Limiter
 	telemetry    *telemetry.Service
 	dialBMCLogs  DialBMCLogs
+	warmKey      string
 	log          *slog.Logger
 	now          func() time.Time
 }
@@ -98,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
 	}
 	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
-		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, dialBMCLogs: cfg.DialBMCLogs, log: cfg.Logger, now: cfg.Now}
+		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, dialBMCLogs: cfg.DialBMCLogs, warmKey: cfg.WarmKey, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -417,6 +422,15 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 			out.CloudInit = fb.CloudInit
 		}
 		out.Handoff, out.Cmdline = api.Handoff(rc.OS.Handoff), rc.OS.Cmdline
+		if rc.OS.WarmReimage && s.warmKey != "" && t.Mode == string(api.ModeProvision) {
+			m, err := s.store.GetMachine(r.Context(), p.machineID)
+			if err != nil {
+				return err
+			}
+			if len(m.MACs) > 0 {
+				out.Warm = &api.Warm{Key: s.warmKey, Port: warm.Port, MAC: m.MACs[0]}
+			}
+		}
 	}
 	writeJSON(w, 200, out)
 	return nil

@@ -288,28 +288,41 @@ type FirstBoot struct {
 // then marks the machine ready.
 func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot) error {
 	sw := fb.Software
-	j, err := e.activeJob(ctx, machineID)
-	if err != nil {
-		return fmt.Errorf("first boot from %s: no running job", machineID)
-	}
-	if j.Step != StepFirstBoot && j.Step != StepHandoff {
-		return fmt.Errorf("first boot from %s at step %s", machineID, j.Step)
-	}
-	sp, _ := decodeSpec(j)
-	r, err := e.jobRecipe(sp)
-	if err != nil {
-		return err
-	}
-	m, err := e.store.GetMachine(ctx, machineID)
-	if err != nil {
-		return err
-	}
-	v := judge(r.Acceptance.Checks, recipe.StageBurnIn, fb.BurnIn, m)
-	if _, err := e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) {
-		st.Software = &sw
-		st.BurnIn = v.Results
-	}); err != nil {
-		return err
+	var (
+		j *store.Job
+		r *recipe.Recipe
+		m *machine.Machine
+		v Verdict
+	)
+	// The report may race the hand-off step's own move from handoff to
+	// firstboot (a kexec'd OS reports within seconds): read the job again
+	// when the step moved under us.
+	for try := 0; ; try++ {
+		var err error
+		if j, err = e.activeJob(ctx, machineID); err != nil {
+			return fmt.Errorf("first boot from %s: no running job", machineID)
+		}
+		if j.Step != StepFirstBoot && j.Step != StepHandoff {
+			return fmt.Errorf("first boot from %s at step %s", machineID, j.Step)
+		}
+		sp, _ := decodeSpec(j)
+		if r, err = e.jobRecipe(sp); err != nil {
+			return err
+		}
+		if m, err = e.store.GetMachine(ctx, machineID); err != nil {
+			return err
+		}
+		v = judge(r.Acceptance.Checks, recipe.StageBurnIn, fb.BurnIn, m)
+		_, err = e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) {
+			st.Software = &sw
+			st.BurnIn = v.Results
+		})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errWrongStep) || try == 2 {
+			return err
+		}
 	}
 	e.event(ctx, machineID, "firstboot", fmt.Sprintf("installed OS up: kernel %s; %d burn-in results", sw.Kernel, len(fb.BurnIn)), map[string]string{"job": j.ID})
 	if bad := driverMismatches(r.Drivers, sw.Drivers); len(bad) > 0 {

@@ -30,8 +30,13 @@ import (
 type BMC interface {
 	// PowerCycle turns the machine on, or power-cycles it when it is on.
 	PowerCycle(ctx context.Context) error
-	// SetBootOverride sets the next boot's device: "Pxe", "UefiHttp", "Hdd".
+	// SetBootOverride sets the next boot's device: "Pxe", "UefiHttp", "Hdd", "Cd".
 	SetBootOverride(ctx context.Context, target, uri string, once bool) error
+	// InsertMedia puts an ISO (an http(s) URL the BMC fetches) into the
+	// BMC's virtual CD drive; boot it with the override "Cd".
+	InsertMedia(ctx context.Context, image string) error
+	// EjectMedia empties every virtual CD drive (nothing when empty).
+	EjectMedia(ctx context.Context) error
 	// ApplyBIOS stages attributes; they take effect at the next reset.
 	ApplyBIOS(ctx context.Context, attrs map[string]any) error
 	// VerifyBIOS returns the names of attributes that do not hold the wanted value.
@@ -117,6 +122,15 @@ type Config struct {
 	// DrillMaxAge is how old a class's last passing restore drill may be
 	// for it to count as scale-ready (0: any age).
 	DrillMaxAge time.Duration
+	// Warm asks a ready machine's installed OS to kexec into the agent for
+	// job (pkg/warm: a signed request to its warm reimage service); nil:
+	// no warm reimages. An error means it did not take the request: the
+	// job falls back to the BMC.
+	Warm func(ctx context.Context, m *machine.Machine, jobID string) error
+	// Media builds and serves the agent's boot CD for recipes whose agent
+	// boots from virtual media (os.agent.boot); nil: such jobs fail at the
+	// BMC step saying so.
+	Media Media
 	// StartupSettle is how long a power-on counts against its rack's
 	// start-up margin (default 2 minutes: a GPU server's fans and inrush
 	// settle within its POST).
@@ -149,6 +163,8 @@ type Engine struct {
 	waiters  map[string][]chan struct{}
 	pairs    pairs // fabric-test pairings of nodes in burn-in
 	gate     startGate
+	media    Media
+	warm     func(ctx context.Context, m *machine.Machine, jobID string) error
 }
 
 // New builds an Engine.
@@ -173,6 +189,8 @@ func New(cfg Config) (*Engine, error) {
 	if e.sample == 0 {
 		e.sample = 30 * time.Second
 	}
+	e.warm = cfg.Warm
+	e.media = cfg.Media
 	e.gate.settle = cfg.StartupSettle
 	if e.gate.settle <= 0 {
 		e.gate.settle = 2 * time.Minute
@@ -223,6 +241,10 @@ type ReimageSpec struct {
 	// Handoff is an operator's override of the recipe's os.handoff for
 	// this job (already applied to Pinned); "" none.
 	Handoff string `json:"handoff,omitempty"`
+	// Warm: the first attempt asks the installed OS to kexec into the
+	// agent (no POST); it falls back to the BMC when the node does not
+	// take the request.
+	Warm bool `json:"warm,omitempty"`
 	// Pinned is the resolved recipe the job started with, and
 	// RecipeDigest its digest: the job runs that version to its end,
 	// whatever a recipe reload brings meanwhile.
@@ -246,6 +268,9 @@ type ReimageStatus struct {
 	Software    *machine.Software `json:"software,omitempty"`
 	Log         []string          `json:"log,omitempty"` // last agent log lines (evidence)
 	Restore     time.Duration     `json:"restore,omitempty"`
+	// Warm says how a warm reimage's first attempt went: "kexec" (the
+	// node took the request) or why it fell back to the BMC.
+	Warm string `json:"warm,omitempty"`
 }
 
 // Phase is when one phase started and ended.

@@ -86,7 +86,12 @@ func (f *fakeBMC) NodeWatts(context.Context) (int, error) {
 	f.watt += 100
 	return 5000 + f.watt, nil
 }
-func (f *fakeBMC) Close() error { return nil }
+func (f *fakeBMC) InsertMedia(_ context.Context, image string) error {
+	f.rec("insert " + image)
+	return nil
+}
+func (f *fakeBMC) EjectMedia(context.Context) error { f.rec("eject"); return nil }
+func (f *fakeBMC) Close() error                     { return nil }
 func (f *fakeBMC) Calls() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -115,12 +120,17 @@ type harness struct {
 	t         *testing.T
 	reconcile engine.Reconcile
 	recipe    *recipe.Recipe // nil: testRecipe()
-	s         store.Store
-	e         *engine.Engine
-	bmc       *fakeBMC
-	now       time.Time
-	mu        sync.Mutex
-	stop      context.CancelFunc
+	// media answers the engine's AgentMedia (media_test.go); nil: an error.
+	media func(m *machine.Machine, jobID string) (string, error)
+	// warm answers the engine's warm reimage requests (nil: the fleet has
+	// no warm service: the engine is built without one).
+	warm func(m *machine.Machine, jobID string) error
+	s    store.Store
+	e    *engine.Engine
+	bmc  *fakeBMC
+	now  time.Time
+	mu   sync.Mutex
+	stop context.CancelFunc
 }
 
 func newHarness(t *testing.T, drift engine.DriftCheck) *harness {
@@ -140,7 +150,16 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) start(drift engine.DriftCheck) {
 	e, err := engine.New(engine.Config{
 		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
-		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond,
+		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond, Media: harnessMedia{h},
+		Warm: func(_ context.Context, m *machine.Machine, jobID string) error {
+			h.mu.Lock()
+			w := h.warm
+			h.mu.Unlock()
+			if w == nil {
+				return errors.New("connection refused")
+			}
+			return w(m, jobID)
+		},
 		Recipes: func(name string) (*recipe.Recipe, error) {
 			if name != "lab-qemu" {
 				return nil, errors.New("no such recipe")
@@ -868,4 +887,65 @@ func TestReimageHandoffOverride(t *testing.T) {
 	if h.recipe.OS.Handoff != "kexec" {
 		t.Errorf("the override changed the recipe itself: %q", h.recipe.OS.Handoff)
 	}
+}
+
+// A warm reimage asks the installed OS to kexec into the agent: no boot
+// override, no power cycle at the bmc step; a node that does not take the
+// request falls back to the BMC path; a recipe that does not opt in is
+// refused before the job starts.
+func TestWarmReimage(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.recipe = testRecipe()
+	h.enroll("node1")
+	if _, err := h.e.ReimageWith(ctx, "node1", "operator:test", "", engine.ReimageOptions{Warm: true}); err == nil || !strings.Contains(err.Error(), "does not opt in (os.warm_reimage: true)") {
+		t.Fatalf("warm on a recipe that does not opt in: %v", err)
+	}
+	h.mu.Lock()
+	h.recipe.OS.WarmReimage = true
+	var asked []string
+	h.warm = func(m *machine.Machine, jobID string) error { asked = append(asked, m.Name+" "+jobID); return nil }
+	h.mu.Unlock()
+	j, err := h.e.ReimageWith(ctx, "node1", "operator:test", "warm", engine.ReimageOptions{Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	if h.bmc.Calls() != "" || len(asked) != 1 || asked[0] != "node1 "+j.ID {
+		t.Errorf("BMC calls %q and warm requests %q; want none and one for %s", h.bmc.Calls(), asked, j.ID)
+	}
+	if st, _ := engine.Status(mustJob(t, h, j.ID)); st.Warm != "kexec" {
+		t.Errorf("status warm %q, want kexec", st.Warm)
+	}
+	if got := h.state("node1"); got != machine.StateProvisioning {
+		t.Errorf("state %s, want provisioning", got)
+	}
+	h.e.Cancel(ctx, j.ID, "operator:test", "next case")
+
+	h.mu.Lock()
+	h.warm = func(*machine.Machine, string) error {
+		return errors.New("dial tcp 10.77.0.100:9443: connection refused")
+	}
+	h.mu.Unlock()
+	h.s.UpdateMachine(ctx, "node1", func(m *machine.Machine) error { m.State = machine.StateReady; return nil })
+	j, err = h.e.ReimageWith(ctx, "node1", "operator:test", "warm", engine.ReimageOptions{Warm: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	if h.bmc.Calls() != "bios 1,mode UEFI,boot Pxe,cycle" {
+		t.Errorf("fallback BMC calls %q, want the network boot", h.bmc.Calls())
+	}
+	if st, _ := engine.Status(mustJob(t, h, j.ID)); !strings.Contains(st.Warm, "fell back to the BMC: dial tcp") {
+		t.Errorf("status warm %q, want the fallback and why", st.Warm)
+	}
+}
+
+func mustJob(t *testing.T, h *harness, id string) *store.Job {
+	t.Helper()
+	j, err := h.s.GetJob(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

@@ -142,6 +142,10 @@ type ReimageOptions struct {
 	// where kexec misbehaves on a machine, or "kexec" to measure it; ""
 	// keeps the recipe's.
 	Handoff string
+	// Warm asks the installed OS to kexec into the agent: no POST (the
+	// recipe must opt in with os.warm_reimage); the BMC path is the
+	// fallback.
+	Warm bool
 }
 
 // ReimageWith is Reimage with per-job options.
@@ -169,7 +173,16 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 	if err != nil {
 		return nil, err
 	}
-	sp := ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave, Drill: drill}
+	sp := ReimageSpec{Machine: m.ID, Recipe: m.Recipe, Reason: reason, Actor: actor, Wave: wave, Drill: drill, Warm: o.Warm}
+	if o.Warm {
+		r, err := e.recipes(m.Recipe)
+		switch {
+		case e.warm == nil:
+			return nil, fmt.Errorf("%w: --warm: this server does not send warm reimage requests", ErrPreflight)
+		case err == nil && !r.OS.WarmReimage:
+			return nil, fmt.Errorf("%w: --warm: recipe %s does not opt in (os.warm_reimage: true), so %s runs no warm reimage service", ErrPreflight, r.Name, m.Name)
+		}
+	}
 	if r, err := e.recipes(m.Recipe); err == nil {
 		if err := e.reserve(ctx, r, m); err != nil {
 			return nil, fmt.Errorf("%w for %s: %v", ErrPreflight, m.Name, err)

@@ -109,7 +109,8 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	}
 	to := e.timeouts(r)
 	step := j.Step
-	if step == StepBMC || (step == StepHandoff && !kexecHandoff(r)) {
+	warmTry := step == StepBMC && sp.Warm && j.Attempt == 0 && e.warm != nil
+	if (step == StepBMC && !warmTry) || (step == StepHandoff && !kexecHandoff(r)) {
 		// Both power the machine on: wait for the rack's start-up margin
 		// first, outside the power timeout.
 		if err := e.startSlot(ctx, m, r); err != nil {
@@ -123,7 +124,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 		_, _ = e.advance(ctx, jobID, StepBMC, "", 0, func(st *ReimageStatus) { startPhase(st, "bmc", e.now()) })
 		// A new boot attempt: whatever was issued to the one before is void.
 		e.deleteCredentials(ctx, jobID)
-		err = e.bmcProvision(bctx, m, r)
+		err = e.bootAgent(ctx, bctx, jobID, m, r, warmTry)
 		if err == nil && m.State == machine.StateReimaging {
 			err = e.setState(ctx, m.ID, machine.StateProvisioning, "network boot into the agent", map[string]string{"job": jobID})
 		}
@@ -165,6 +166,9 @@ func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe
 		}
 		e.event(ctx, m.ID, "bmc.bootmode", "boot mode set to "+mode, nil)
 	}
+	if r.OS.Agent.VirtualMedia() {
+		return e.bootFromMedia(ctx, b, m, r)
+	}
 	if err := b.SetBootOverride(ctx, "Pxe", "", true); err != nil {
 		return fmt.Errorf("setting one-time network boot: %w", err)
 	}
@@ -186,6 +190,7 @@ func (e *Engine) bmcHandoff(ctx context.Context, m *machine.Machine, r *recipe.R
 		return fmt.Errorf("BMC %s: %w", m.BMC.Endpoint, err)
 	}
 	defer b.Close()
+	e.ejectAgentMedia(ctx, b, m, r)
 	if err := b.SetBootOverride(ctx, "Hdd", "", true); err != nil {
 		return fmt.Errorf("setting boot from disk: %w", err)
 	}

@@ -35,7 +35,7 @@ const (
 	poolSpec = "10.77.0.0/24,10.77.0.100-10.77.0.200"
 	// SiteIP is the site's DHCP server (a namespace of its own, on the
 	// lab's bridge) when the lab runs ingot in proxy mode beside it.
-	SiteIP    = "10.77.0.2"
+	SiteIP    = "10.77.0.254"
 	siteRange = "10.77.0.100,10.77.0.199,255.255.255.0,1h"
 	httpPort  = 8080
 	apiPort   = 8443
@@ -51,6 +51,9 @@ const (
 type VMSpec struct {
 	Firmware    string // bios or uefi
 	FirmwarePXE bool   // uefi only: no NIC ROM, firmware PXE -> TFTP -> iPXE
+	// FirmwareHTTP: uefi only, no NIC ROM, OVMF's PXE off: the firmware's
+	// HTTP boot fetches the agent UKI (no TFTP, no iPXE).
+	FirmwareHTTP bool
 }
 
 // Config builds a lab.
@@ -68,6 +71,10 @@ type Config struct {
 	// (its own namespace, on the lab's bridge) and ingot in proxy mode
 	// beside it; "" ingot's own DHCP in full mode.
 	SiteDHCP string
+	// POST is a simulated power-on self-test: every firmware start of a
+	// VM waits this long (0: none; QEMU's firmware starts in about a
+	// second, a GPU server's POST takes 5-15 minutes).
+	POST time.Duration
 	// Mutate may change the lab's recipe before it is written (tests:
 	// a wrong image sha256).
 	Mutate func(map[string]any)
@@ -220,12 +227,12 @@ func (l *Lab) network(ctx context.Context) error {
 	for i, spec := range l.cfg.VMs {
 		name := fmt.Sprintf("lab%d-%s", i+1, spec.Firmware)
 		vm := VM{
-			Name: name, Firmware: spec.Firmware, FirmwarePXE: spec.FirmwarePXE,
+			Name: name, Firmware: spec.Firmware, FirmwarePXE: spec.FirmwarePXE, FirmwareHTTP: spec.FirmwareHTTP,
 			MAC: fmt.Sprintf("52:54:00:77:00:%02x", 0x10+i), Tap: fmt.Sprintf("tap%d", i),
 			Disk:    filepath.Join(l.cfg.Dir, "vms", name, "disk.raw"),
 			Console: filepath.Join(l.cfg.Dir, "vms", name, "console.log"),
 			Vars:    filepath.Join(l.cfg.Dir, "vms", name, "OVMF_VARS.fd"),
-			BMCPort: bmcPort0 + i, MemMiB: l.cfg.MemMiB,
+			BMCPort: bmcPort0 + i, MemMiB: l.cfg.MemMiB, POSTMillis: int(l.cfg.POST.Milliseconds()),
 		}
 		for d := range l.hw.DataDisks {
 			vm.DataDisks = append(vm.DataDisks, filepath.Join(l.cfg.Dir, "vms", name, fmt.Sprintf("data%d.raw", d+1)))

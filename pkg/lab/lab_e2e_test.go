@@ -155,7 +155,23 @@ func TestE2ELab(t *testing.T) {
 			t.Errorf("%s: a reboot hand-off kexec'd", vm.Name)
 		}
 		t.Logf("%s (reboot): %s", vm.Name, res[0].Restore())
-		t.Logf("time to restore %s: kexec %s, reboot %s", vm.Name, took[vm.Name].Round(time.Second), res[0].Status.Restore.Round(time.Second))
+		reboot := res[0].Status.Restore
+		// Warm: the installed OS takes the server's signed request and
+		// kexecs into the agent; the BMC powers nothing.
+		res, err = l.ReimageWarm(ctx, vm.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireReady(t, ctx, l, res[0])
+		if res[0].Status.Warm != "kexec" {
+			t.Errorf("%s: warm reimage %q, want kexec (no BMC fallback)", vm.Name, res[0].Status.Warm)
+		}
+		if kexecs(vm) != before[vm.Name]+3 {
+			t.Errorf("%s: %d kexecs since the reimages began, want 3 (the hand-off, then warm: into the agent and into the new OS)", vm.Name, kexecs(vm)-before[vm.Name])
+		}
+		t.Logf("%s (warm): %s", vm.Name, res[0].Restore())
+		t.Logf("time to restore %s: kexec %s, reboot %s, warm %s", vm.Name, took[vm.Name].Round(time.Second), reboot.Round(time.Second),
+			res[0].Status.Restore.Round(time.Second))
 	})
 
 	t.Run("forged agent refused", func(t *testing.T) {

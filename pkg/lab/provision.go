@@ -51,7 +51,17 @@ func (l *Lab) Reimage(ctx context.Context, names ...string) ([]Result, error) {
 // ReimageHandoff is Reimage with the recipe's os.handoff overridden for
 // these jobs ("reboot" or "kexec"; "" the recipe's).
 func (l *Lab) ReimageHandoff(ctx context.Context, handoff string, names ...string) ([]Result, error) {
-	res, err := l.Client().Reimage(ctx, wire.ReimageRequest{Machines: names, Reason: "lab", Handoff: handoff})
+	return l.reimage(ctx, wire.ReimageRequest{Machines: names, Reason: "lab", Handoff: handoff})
+}
+
+// ReimageWarm is Reimage as a warm reimage: the installed OS kexecs into
+// the agent at the server's signed request (no POST at all).
+func (l *Lab) ReimageWarm(ctx context.Context, names ...string) ([]Result, error) {
+	return l.reimage(ctx, wire.ReimageRequest{Machines: names, Reason: "lab", Warm: true})
+}
+
+func (l *Lab) reimage(ctx context.Context, req wire.ReimageRequest) ([]Result, error) {
+	res, err := l.Client().Reimage(ctx, req)
 	if err != nil {
 		return nil, err
 	}

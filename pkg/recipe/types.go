@@ -142,6 +142,9 @@ type OS struct {
 	Cmdline   string     `json:"cmdline,omitempty" doc:"extra kernel command line for the installed OS"`
 	FirstBoot *FirstBoot `json:"first_boot,omitempty"`
 	Handoff   string     `json:"handoff,omitempty" doc:"how the agent hands over to the installed OS: reboot or kexec" enum:"reboot,kexec"`
+	// WarmReimage opts in to `ingot reimage --warm` (pkg/warm): the
+	// installed system runs ingot's signed-request service on port 9443.
+	WarmReimage bool `json:"warm_reimage,omitempty" doc:"run ingot's warm reimage service in the installed OS (port 9443, TLS, requests signed by this server): ingot reimage --warm kexecs into the agent without a POST"`
 }
 
 // ImageRef pins a golden image.
@@ -158,12 +161,24 @@ type Artifact struct {
 	SHA256 string `json:"sha256" doc:"64 lowercase hex digits" pattern:"^[0-9a-f]{64}$"`
 }
 
-// AgentBoot is the in-RAM agent the machine network-boots.
+// AgentBoot is the in-RAM agent the machine boots.
 type AgentBoot struct {
 	Kernel  Artifact `json:"kernel,omitempty"`
 	Initrd  Artifact `json:"initrd,omitempty"`
 	Cmdline string   `json:"cmdline,omitempty" doc:"extra kernel arguments for the agent, e.g. console=ttyS0"`
+	// Boot is how the agent reaches the machine (AgentBootNetwork when
+	// empty); see VirtualMedia.
+	Boot string `json:"boot,omitempty" doc:"how the machine boots the agent: network (PXE or UEFI HTTP boot, then iPXE; the default) or virtual-media (a boot CD built for the job, inserted through the BMC's Redfish VirtualMedia: where PXE is impossible)" enum:"network,virtual-media"`
 }
+
+// Values of os.agent.boot.
+const (
+	AgentBootNetwork      = "network"
+	AgentBootVirtualMedia = "virtual-media"
+)
+
+// VirtualMedia reports whether the agent boots from the BMC's virtual CD.
+func (a AgentBoot) VirtualMedia() bool { return a.Boot == AgentBootVirtualMedia }
 
 // FirstBoot is the first-boot configuration of the installed OS.
 type FirstBoot struct {

@@ -113,6 +113,9 @@ type ReimageRequest struct {
 	// Handoff overrides the recipe's os.handoff for these jobs: reboot or
 	// kexec ("" the recipe's).
 	Handoff string `json:"handoff,omitempty"`
+	// Warm asks each machine's installed OS to kexec into the agent (no
+	// POST; the recipe must opt in), falling back to the BMC.
+	Warm bool `json:"warm,omitempty"`
 }
 
 // Plan is what a reimage would do (dry run), or why it cannot.
