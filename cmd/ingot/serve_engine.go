@@ -105,7 +105,7 @@ func newProvisioning(c provisioningConfig) (*provisioning, error) {
 		}
 	}
 	e, err := engine.New(engine.Config{
-		Store: st, DialBMC: dial, Warm: warmFn, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
+		Store: st, DialBMC: dial, Warm: warmFn, BootURL: publicURL, Recipes: recipes, Artifacts: artifacts, Logger: log.With("service", "engine"), DHCP: dhcpInfo,
 		Racks: racksIn(c.Telemetry.RacksDir, log), DrillMaxAge: c.DrillMaxAge, Media: c.Media,
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			var out []engine.Finding

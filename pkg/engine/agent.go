@@ -446,7 +446,7 @@ func (e *Engine) verifyMachine(ctx context.Context, machineID string, r *recipe.
 	if st.Power != "On" {
 		bad = append(bad, fmt.Sprintf("the BMC says the machine is %q, not On", st.Power))
 	}
-	if (st.Target == "Pxe" || st.Target == "UefiHttp") && st.Enabled != "Disabled" {
+	if (st.Target == "Pxe" || st.Target == "UefiHttp" || st.Target == "Cd") && st.Enabled != "Disabled" {
 		bad = append(bad, fmt.Sprintf("the next boot is set to %s (%s), not the installed disk", st.Target, st.Enabled))
 	}
 	if want := bootMode(r); want != "" {

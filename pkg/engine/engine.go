@@ -131,6 +131,9 @@ type Config struct {
 	// boots from virtual media (os.agent.boot); nil: such jobs fail at the
 	// BMC step saying so.
 	Media Media
+	// BootURL is the boot listener as machines reach it (serve's public
+	// URL): UEFI HTTP boot overrides name the agent UKI there.
+	BootURL string
 	// StartupSettle is how long a power-on counts against its rack's
 	// start-up margin (default 2 minutes: a GPU server's fans and inrush
 	// settle within its POST).
@@ -165,6 +168,7 @@ type Engine struct {
 	gate     startGate
 	media    Media
 	warm     func(ctx context.Context, m *machine.Machine, jobID string) error
+	bootURL  string
 }
 
 // New builds an Engine.
@@ -189,7 +193,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.sample == 0 {
 		e.sample = 30 * time.Second
 	}
-	e.warm = cfg.Warm
+	e.warm, e.bootURL = cfg.Warm, strings.TrimRight(cfg.BootURL, "/")
 	e.media = cfg.Media
 	e.gate.settle = cfg.StartupSettle
 	if e.gate.settle <= 0 {

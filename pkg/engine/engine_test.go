@@ -32,6 +32,7 @@ type fakeBMC struct {
 	inventory  machine.Inventory // Inventory's answer
 	watt       int               // NodeWatts answers 5000 W plus 100 more each time
 	state      *engine.BootState // BootState's answer when set
+	uri        string            // the last boot override's URI
 }
 
 func (f *fakeBMC) dial(_ context.Context, m *machine.Machine) (engine.BMC, error) {
@@ -47,8 +48,11 @@ func (f *fakeBMC) dial(_ context.Context, m *machine.Machine) (engine.BMC, error
 }
 func (f *fakeBMC) rec(s string)                     { f.mu.Lock(); f.calls = append(f.calls, s); f.mu.Unlock() }
 func (f *fakeBMC) PowerCycle(context.Context) error { f.rec("cycle"); return nil }
-func (f *fakeBMC) SetBootOverride(_ context.Context, t, _ string, _ bool) error {
+func (f *fakeBMC) SetBootOverride(_ context.Context, t, uri string, _ bool) error {
 	f.rec("boot " + t)
+	f.mu.Lock()
+	f.uri = uri
+	f.mu.Unlock()
 	return nil
 }
 func (f *fakeBMC) ApplyBIOS(_ context.Context, a map[string]any) error {
@@ -150,7 +154,7 @@ func (h *harness) advance(d time.Duration) {
 func (h *harness) start(drift engine.DriftCheck) {
 	e, err := engine.New(engine.Config{
 		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
-		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond, Media: harnessMedia{h},
+		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond, BootURL: "http://10.77.0.1:8080/", Media: harnessMedia{h},
 		Warm: func(_ context.Context, m *machine.Machine, jobID string) error {
 			h.mu.Lock()
 			w := h.warm
@@ -353,6 +357,9 @@ func TestReimageFailures(t *testing.T) {
 		{name: "machine off at first boot", setup: func(f *fakeBMC) {
 			f.state = &engine.BootState{Power: "Off", Target: "Hdd", Enabled: "Once", Mode: "UEFI"}
 		}, run: firstBootOK, reason: `verify: the BMC says the machine is "Off", not On`},
+		{name: "left to boot from the virtual CD", setup: func(f *fakeBMC) {
+			f.state = &engine.BootState{Power: "On", Target: "Cd", Enabled: "Once", Mode: "UEFI"}
+		}, run: firstBootOK, reason: "verify: the next boot is set to Cd (Once), not the installed disk"},
 		{name: "left to boot from the network", setup: func(f *fakeBMC) {
 			f.state = &engine.BootState{Power: "On", Target: "Pxe", Enabled: "Continuous", Mode: "UEFI"}
 		}, run: firstBootOK, reason: "verify: the next boot is set to Pxe (Continuous), not the installed disk"},
@@ -948,4 +955,25 @@ func mustJob(t *testing.T, h *harness, id string) *store.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// os.agent.boot http: the one-time override is UEFI HTTP boot naming the
+// machine's agent UKI on the boot listener (no PXE, no iPXE).
+func TestAgentBootHTTPOverride(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.recipe = testRecipe()
+	h.recipe.OS.Agent.Boot = recipe.AgentBootHTTP
+	h.enroll("node1")
+	j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitStep(j.ID, engine.StepBoot)
+	h.bmc.mu.Lock()
+	uri := h.bmc.uri
+	h.bmc.mu.Unlock()
+	if want := "bios 1,mode UEFI,boot UefiHttp,cycle"; h.bmc.Calls() != want || uri != "http://10.77.0.1:8080/uki/52-54-00-00-00-01.efi" {
+		t.Errorf("BMC calls %q with URI %q; want %q and the machine's UKI", h.bmc.Calls(), uri, want)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -126,7 +127,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 		e.deleteCredentials(ctx, jobID)
 		err = e.bootAgent(ctx, bctx, jobID, m, r, warmTry)
 		if err == nil && m.State == machine.StateReimaging {
-			err = e.setState(ctx, m.ID, machine.StateProvisioning, "network boot into the agent", map[string]string{"job": jobID})
+			err = e.setState(ctx, m.ID, machine.StateProvisioning, "booting into the agent", map[string]string{"job": jobID})
 		}
 		if err == nil {
 			_, err = e.advance(ctx, jobID, StepBMC, StepBoot, to.POST.D(), nil)
@@ -169,8 +170,17 @@ func (e *Engine) bmcProvision(ctx context.Context, m *machine.Machine, r *recipe
 	if r.OS.Agent.VirtualMedia() {
 		return e.bootFromMedia(ctx, b, m, r)
 	}
-	if err := b.SetBootOverride(ctx, "Pxe", "", true); err != nil {
-		return fmt.Errorf("setting one-time network boot: %w", err)
+	target, uri := "Pxe", ""
+	if r.OS.Agent.Boot == recipe.AgentBootHTTP {
+		// UEFI HTTP boot of the machine's agent UKI; the URI spares the
+		// firmware waiting for a DHCP offer that names one.
+		target = "UefiHttp"
+		if e.bootURL != "" && len(m.MACs) > 0 {
+			uri = e.bootURL + "/uki/" + strings.ReplaceAll(m.MACs[0], ":", "-") + ".efi"
+		}
+	}
+	if err := b.SetBootOverride(ctx, target, uri, true); err != nil {
+		return fmt.Errorf("setting one-time network boot (%s): %w", target, err)
 	}
 	if err := b.PowerCycle(ctx); err != nil {
 		return fmt.Errorf("power cycle: %w", err)

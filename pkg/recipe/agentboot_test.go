@@ -17,7 +17,7 @@ func TestAgentBoot(t *testing.T) {
 		{"", "", false},
 		{"network", "", false},
 		{"virtual-media", "", true},
-		{"pxe", `expected one of network, virtual-media, found "pxe"`, false},
+		{"pxe", `expected one of network, http, virtual-media, found "pxe"`, false},
 	} {
 		src := "name: x\nversion: '1'\nos:\n  agent:\n    cmdline: console=ttyS0\n"
 		if tc.boot != "" {

@@ -168,12 +168,13 @@ type AgentBoot struct {
 	Cmdline string   `json:"cmdline,omitempty" doc:"extra kernel arguments for the agent, e.g. console=ttyS0"`
 	// Boot is how the agent reaches the machine (AgentBootNetwork when
 	// empty); see VirtualMedia.
-	Boot string `json:"boot,omitempty" doc:"how the machine boots the agent: network (PXE or UEFI HTTP boot, then iPXE; the default) or virtual-media (a boot CD built for the job, inserted through the BMC's Redfish VirtualMedia: where PXE is impossible)" enum:"network,virtual-media"`
+	Boot string `json:"boot,omitempty" doc:"how the machine boots the agent: network (a one-time PXE boot override, then iPXE; the default), http (a one-time UEFI HTTP boot override naming the machine's agent UKI, /uki/MAC.efi: no TFTP, no iPXE) or virtual-media (a boot CD built for the job, inserted through the BMC's Redfish VirtualMedia: where PXE is impossible)" enum:"network,http,virtual-media"`
 }
 
 // Values of os.agent.boot.
 const (
 	AgentBootNetwork      = "network"
+	AgentBootHTTP         = "http"
 	AgentBootVirtualMedia = "virtual-media"
 )
 
