@@ -5,11 +5,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 GO ?= go
 export CGO_ENABLED ?= 0
 # Every Go package that has fuzz targets; each runs FUZZTIME in `make test`.
-FUZZTIME ?= 10s
+FUZZTIME ?= 5s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
 
-.PHONY: help build deps test test-unit test-integration test-e2e fuzz fuzz-short lint bench lab lab-bench lab-down clean
+.PHONY: help build deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ deps: ## install the Debian packages tests, lab and benchmarks use (root; apt-ge
 lint: build ## gofmt, go vet (every tier) and the shipped recipes
 	@out=$$(gofmt -l cmd pkg); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags integration,e2e ./...
+	$(GO) vet -tags integration,e2e,e2e_long ./...
 	./bin/ingot recipe lint $(if $(CI),--format github,) recipes/
 
 test: deps lint test-unit test-integration fuzz-short test-e2e ## every test tier (root for the namespace and VM tiers)
@@ -38,7 +38,10 @@ test-integration: build ## namespace tier: real sockets and real clients in netw
 test-e2e: build ## QEMU tier: real VMs network-boot (root; TCG)
 	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m ./...
 
-fuzz-short: ## every fuzz target for FUZZTIME (default 10s)
+test-e2e-long: build ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP (root)
+	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy' -timeout 60m -v ./pkg/lab/
+
+fuzz-short: ## every fuzz target for FUZZTIME (default 5s)
 	@.ci/fuzz $(FUZZTIME)
 
 fuzz: ## every fuzz target for LONGFUZZ (default 10m)

@@ -24,13 +24,6 @@ import (
 // with no TFTP transfer and no iPXE script on the way.
 func TestE2ELabUEFIHTTP(t *testing.T) { uefiHTTP(t, "") }
 
-// The same beside the site's DHCP server (dnsmasq gives the address, ingot
-// the URL in a proxyDHCP offer, which EDK2's HTTP boot combines).
-func TestE2ELabUEFIHTTPProxy(t *testing.T) {
-	netnstest.Need(t, "dnsmasq")
-	uefiHTTP(t, "dnsmasq")
-}
-
 func uefiHTTP(t *testing.T, siteDHCP string) {
 	netnstest.Need(t, "qemu-system-x86_64", "busybox")
 	if _, err := os.Stat(uki.EFIStub); err != nil {

@@ -47,13 +47,20 @@ func TestE2ELabProxy(t *testing.T) {
 		t.Fatalf("serve runs with %q, want --dhcp proxy", l.State.ServeArgs)
 	}
 	vm := l.State.VMs[0]
-	for _, step := range []string{"provision", "reimage"} {
-		res, err := l.Reimage(ctx)
+	// The reimage hands off by reboot (--handoff), the lab recipe's
+	// other hand-off: the installed OS then boots through the BIOS, not
+	// through a kexec.
+	for _, handoff := range []string{"", "reboot"} {
+		res, err := l.ReimageHandoff(ctx, handoff, vm.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		requireReady(t, ctx, l, res[0])
-		t.Logf("%s: %s", step, res[0].Restore())
+		t.Logf("handoff %q: %s", handoff, res[0].Restore())
+	}
+	con, _ := os.ReadFile(vm.Console)
+	if n := strings.Count(string(con), "kexec_core: Starting new kernel"); n != 1 {
+		t.Errorf("%d kexecs on the console, want 1 (the provision's kexec hand-off; the reimage's is a reboot)", n)
 	}
 	if err := l.WaitConsole(ctx, vm.Name, "ingot-lab-image: reported through ingot-agent"); err != nil {
 		t.Error(err)

@@ -22,6 +22,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -263,7 +264,21 @@ func Trigger(ctx context.Context, addr string, body []byte, sig string, timeout 
 	// The node's certificate is self-signed and not verified: the request
 	// is signed and carries no secret (see the package comment).
 	c := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}} //nolint:gosec
-	resp, err := c.Do(req)
+	var resp *http.Response
+	for {
+		// A node that has just booted may not listen yet: a refused
+		// connection is tried again, each second, until the timeout.
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		resp, err = c.Do(req)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("warm reimage service at %s: %w", addr, err)
+		case <-time.After(time.Second):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("warm reimage service at %s: %w", addr, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -188,5 +189,38 @@ func TestServiceKexecsIntoTheAgent(t *testing.T) {
 	}
 	if err := Trigger(ctx, addr, body, sig, 5*time.Second); err == nil || !strings.Contains(err.Error(), "409") {
 		t.Errorf("replayed request: %v, want 409", err)
+	}
+}
+
+// A node that has just booted may not listen yet: Trigger tries a refused
+// connection again until its timeout, and gives up after it naming why.
+func TestTriggerWaitsForTheService(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	start := time.Now()
+	if err := Trigger(context.Background(), addr, []byte("{}"), "x", 1500*time.Millisecond); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("no service: %v, want connection refused", err)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("gave up after %s, before its timeout", took)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		srv.Listener = ln
+		srv.StartTLS()
+	}()
+	defer func() { time.Sleep(100 * time.Millisecond); srv.Close() }()
+	if err := Trigger(context.Background(), addr, []byte("{}"), "x", 10*time.Second); err != nil {
+		t.Errorf("a service listening 1.5 s late: %v", err)
 	}
 }
