@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
 
-.PHONY: help build deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
+.PHONY: help build build-arm64 deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}'
@@ -17,6 +17,9 @@ help: ## list the targets
 build: ## build the static binaries into bin/
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot ./cmd/ingot
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent ./cmd/ingot-agent
+
+build-arm64: ## ingot-agent for arm64 lab VMs (bin/ingot-agent-arm64; lab --vms arm64, test-e2e-long)
+	GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent-arm64 ./cmd/ingot-agent
 
 deps: ## install the Debian packages tests, lab and benchmarks use (root; apt-get)
 	@.ci/deps
@@ -38,8 +41,8 @@ test-integration: build ## namespace tier: real sockets and real clients in netw
 test-e2e: build ## QEMU tier: real VMs network-boot (root; TCG)
 	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m ./...
 
-test-e2e-long: build ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP (root)
-	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy' -timeout 60m -v ./pkg/lab/
+test-e2e-long: deps build build-arm64 ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP; an arm64 VM (AAVMF, TCG) HTTP-boots its agent UKI (root)
+	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent INGOT_AGENT_BIN_ARM64=$(CURDIR)/bin/ingot-agent-arm64 $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy|E2ELabARM64' -timeout 60m -v ./pkg/lab/
 
 fuzz-short: ## every fuzz target for FUZZTIME (default 5s)
 	@.ci/fuzz $(FUZZTIME)

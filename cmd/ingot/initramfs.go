@@ -29,8 +29,9 @@ func runInitramfs(ctx context.Context, e *env, args []string) error {
 }
 
 func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("initramfs build", "initramfs build --kernel-deb auto|PATH --agent BIN [--out DIR] [--modules a,b]")
-	kernelDeb := fs.String("kernel-deb", "auto", "linux-image .deb, an unpacked package folder, or auto (apt-get download what linux-image-amd64 depends on)")
+	fs := e.flagSet("initramfs build", "initramfs build --kernel-deb auto|PATH --agent BIN [--arch amd64|arm64] [--out DIR] [--modules a,b]")
+	kernelDeb := fs.String("kernel-deb", "auto", "linux-image .deb, an unpacked package folder, or auto (apt-get download what linux-image-ARCH depends on)")
+	arch := fs.String("arch", "amd64", "the machines' Debian architecture, for --kernel-deb auto: amd64 or arm64 (linux-image-arm64:arm64; dpkg --add-architecture arm64 first); --agent must be built for it")
 	agent := fs.String("agent", "bin/ingot-agent", "the ingot-agent binary; becomes /init")
 	out := fs.String("out", "", "output folder for vmlinuz and initrd.img (default: CACHE/initramfs/<inputs digest>)")
 	modules := fs.String("modules", strings.Join(initramfs.DefaultModules, ","), "kernel modules to include (dependencies are added)")
@@ -48,7 +49,10 @@ func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := initramfs.FetchKernel(ctx, *cache, *kernelDeb)
+	if *arch != "amd64" && *arch != "arm64" {
+		return fmt.Errorf("--arch %q: expected amd64 or arm64", *arch)
+	}
+	k, err := initramfs.FetchKernelFor(ctx, *cache, *kernelDeb, *arch)
 	if err != nil {
 		return fmt.Errorf("fetching the kernel: %w", err)
 	}

@@ -19,7 +19,8 @@ const labUsage = `Usage: ingot lab up|down|status [flags]
           bridge, start ingot serve and a virtual BMC per QEMU VM in it, enroll
           the VMs with the lab-qemu recipe and provision them to ready over the
           network (BMC power-on -> DHCP -> iPXE -> agent -> image -> first boot);
-          then reimage one three ways (kexec, reboot, warm) and print the times.
+          then reimage one three ways (kexec, reboot, warm) and print the times
+          (an arm64 VM first: reboot only, its Debian kernel cannot kexec).
   down    stop everything the lab started and remove its namespace.
   status  the lab's machines and their states.
 
@@ -46,15 +47,17 @@ func runLab(ctx context.Context, e *env, args []string) error {
 }
 
 func runLabUp(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi,uefi-pxe,uefi-http] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--simulate-post 30s] [--reimage=true]")
+	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi,uefi-pxe,uefi-http,arm64] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--simulate-post 30s] [--reimage=true]")
 	dir := fs.String("dir", "/var/lib/ingot-lab", "where the lab keeps disks, logs and its database")
 	post := fs.Duration("simulate-post", 0, "make every firmware start of a VM wait this long, as a server's POST does (e.g. 30s), to compare kexec, reboot and warm reimages")
 	siteDHCP := fs.String("site-dhcp", "", "run a real dnsmasq as the site's DHCP server on the lab network and ingot in proxy mode beside it (default: ingot's own DHCP, full mode)")
-	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM; uefi-http = OVMF's own HTTP boot of the agent UKI (PXE off, no TFTP, no iPXE)")
+	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM; uefi-http = OVMF's own HTTP boot of the agent UKI (PXE off, no TFTP, no iPXE); arm64 = an arm64 QEMU virt VM (TCG) whose AAVMF HTTP-boots its arm64 agent UKI, enrolled with --recipe-arm64")
 	recipeName := fs.String("recipe", "lab-qemu", "the recipe the VMs are enrolled with; its os.image.name picks the image (a folder of images/) and its non-boot disk rules the VMs' data disks (lab-burnin: real stress-ng, fio and iperf3 burn-in, boot two VMs)")
 	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM three ways (kexec hand-off, reboot hand-off, warm) and print the times to restore")
 	repo := fs.String("repo", ".", "the ingot source tree (recipes/, images/)")
 	agent := fs.String("agent", "", "ingot-agent binary (default: next to this binary)")
+	agentARM64 := fs.String("agent-arm64", "", "ingot-agent built for arm64, for arm64 VMs (default: ingot-agent-arm64 next to this binary; make build-arm64)")
+	recipeARM64 := fs.String("recipe-arm64", "lab-qemu-arm64", "the recipe arm64 VMs are enrolled with (its agent and image are arm64)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -78,14 +81,22 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 			specs = append(specs, lab.VMSpec{Firmware: "uefi", FirmwarePXE: true})
 		case "uefi-http":
 			specs = append(specs, lab.VMSpec{Firmware: "uefi", FirmwareHTTP: true})
+		case "arm64":
+			specs = append(specs, lab.ARM64())
+			if *agentARM64 == "" {
+				*agentARM64 = filepath.Join(filepath.Dir(self), "ingot-agent-arm64")
+			}
+			if _, err := os.Stat(*agentARM64); err != nil {
+				return fmt.Errorf("ingot-agent for arm64: %w (build it with 'make build-arm64' or pass --agent-arm64)", err)
+			}
 		default:
-			return fmt.Errorf("--vms: %q is not bios, uefi, uefi-pxe or uefi-http", v)
+			return fmt.Errorf("--vms: %q is not bios, uefi, uefi-pxe, uefi-http or arm64", v)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP, POST: *post,
-		Recipe: *recipeName, DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
+	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, AgentBinaryARM64: *agentARM64, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP, POST: *post,
+		Recipe: *recipeName, RecipeARM64: *recipeARM64, DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
 	if err != nil {
 		return err
 	}
@@ -103,7 +114,13 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 		// and warm (the installed OS kexecs into the agent: none).
 		vm := l.State.VMs[0].Name
 		took := map[string]time.Duration{}
-		for _, way := range []string{"kexec", "reboot", "warm"} {
+		ways := []string{"kexec", "reboot", "warm"}
+		if l.State.VMs[0].Arch == lab.ArchARM64 {
+			// Debian's arm64 kernel has no kexec_file_load, which the
+			// agent's kexec and warm reimage use: the reboot hand-off only.
+			ways = []string{"reboot"}
+		}
+		for _, way := range ways {
 			fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe (%s)\n", vm, way)
 			if way == "warm" {
 				res, err = l.ReimageWarm(ctx, vm)
@@ -119,9 +136,11 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 			took[way] = res[0].Status.Restore
 		}
 		ref := max(took["reboot"].Seconds(), 1)
-		fmt.Fprintf(e.stdout, "lab: time to restore %s: reboot %s (1.00), kexec %s (%.2f), warm %s (%.2f); on a GPU server each POST avoided is 5-15 minutes\n",
-			vm, took["reboot"].Round(time.Second), took["kexec"].Round(time.Second), took["kexec"].Seconds()/ref,
-			took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
+		if len(ways) == 3 {
+			fmt.Fprintf(e.stdout, "lab: time to restore %s: reboot %s (1.00), kexec %s (%.2f), warm %s (%.2f); on a GPU server each POST avoided is 5-15 minutes\n",
+				vm, took["reboot"].Round(time.Second), took["kexec"].Round(time.Second), took["kexec"].Seconds()/ref,
+				took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
+		}
 	}
 	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
 	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --ca %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.APIURL, l.State.CA, l.State.Token)
@@ -172,7 +191,11 @@ func runLabStatus(ctx context.Context, e *env, args []string) error {
 		if m, err := l.Machine(ctx, vm.Name); err == nil {
 			state = string(m.State)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t127.0.0.1:%d\n", vm.Name, vm.Firmware, vm.MAC, state, vm.BMCPort)
+		fw := vm.Firmware
+		if vm.Arch != "" {
+			fw += " " + vm.Arch
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t127.0.0.1:%d\n", vm.Name, fw, vm.MAC, state, vm.BMCPort)
 	}
 	return tw.Flush()
 }

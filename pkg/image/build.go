@@ -14,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ingot-dev/ingot/pkg/initramfs"
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Options are the build's environment, not part of the image definition.
@@ -69,6 +70,9 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 	}
 	defer os.RemoveAll(work)
 	r := runner{epoch: s.Epoch(), log: o.Log}
+	if err := s.fetchDebs(ctx, o.Cache); err != nil {
+		return nil, fmt.Errorf("building image %s: %w", s.Name, err)
+	}
 	ids := DeriveIDs(s.Name, s.Version)
 	var p *bootPieces
 	switch s.Base.Kind {
@@ -112,7 +116,7 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 // script) plus the boot modules; the root partition holds its identity and
 // the root programs with their libraries.
 func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, work string) (*bootPieces, error) {
-	k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))
+	k, err := initramfs.FetchKernelFor(ctx, o.Cache, orDefault(o.KernelDeb, "auto"), s.Arch)
 	if err != nil {
 		return nil, err
 	}
@@ -152,15 +156,16 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, wor
 // addBoot puts a UKI (UEFI) and, when asked, kernel + initrd + syslinux.cfg
 // (BIOS) into the ESP.
 func (p *bootPieces) addBoot(ctx context.Context, r runner, s *Spec, kernel, initrd, cmdline string, osrel []byte, work string) error {
-	uki := filepath.Join(work, "BOOTX64.EFI")
-	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel}, uki); err != nil {
+	name := s.RemovableBootFile()
+	uki := filepath.Join(work, name)
+	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel, Arch: s.Arch}, uki); err != nil {
 		return fmt.Errorf("building the UKI: %w", err)
 	}
 	b, err := os.ReadFile(uki)
 	if err != nil {
 		return err
 	}
-	p.esp = append(p.esp, ESPFile{Path: "EFI/BOOT/BOOTX64.EFI", Data: b})
+	p.esp = append(p.esp, ESPFile{Path: "EFI/BOOT/" + name, Data: b})
 	if s.Boot.BIOS == "syslinux" {
 		kb, err := os.ReadFile(kernel)
 		if err != nil {
@@ -306,6 +311,9 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(h, "ingot-image-%s\n%x\n", builderVersion, sha256.Sum256(def))
+	if err := s.fetchDebs(ctx, o.Cache); err != nil {
+		return "", err
+	}
 	for _, f := range s.Files {
 		b, err := f.Read(s.Dir)
 		if err != nil {
@@ -327,11 +335,37 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 		}
 	}
 	if s.Base.Kind == "pieces" {
-		k, err := initramfs.FetchKernel(ctx, o.Cache, orDefault(o.KernelDeb, "auto"))
+		k, err := initramfs.FetchKernelFor(ctx, o.Cache, orDefault(o.KernelDeb, "auto"), s.Arch)
 		if err != nil {
 			return "", err
 		}
 		fmt.Fprintf(h, "kernel %s %s\n", k.DebSHA256, k.Version)
+		if s.Arch == "arm64" {
+			// Its UKI is assembled on the installed arm64 stub.
+			b, err := os.ReadFile(uki.EFIStubARM64)
+			if err != nil {
+				return "", fmt.Errorf("the arm64 EFI stub (apt-get install systemd-boot-efi:arm64): %w", err)
+			}
+			fmt.Fprintf(h, "stub %x\n", sha256.Sum256(b))
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// fetchDebs downloads and unpacks the packages that deb: sources name, of
+// the image's architecture, into cache (initramfs.FetchPackage), and
+// points those files at what was unpacked.
+func (s *Spec) fetchDebs(ctx context.Context, cache string) error {
+	for i, f := range s.Files {
+		pkg, path, ok := f.debSource()
+		if !ok {
+			continue
+		}
+		root, err := initramfs.FetchPackage(ctx, cache, pkg+":"+s.DebArch())
+		if err != nil {
+			return fmt.Errorf("file %s: %w", f.Path, err)
+		}
+		s.Files[i].fetched = filepath.Join(root, path)
+	}
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Command is one step of a plan: a program and its arguments, or a note for
@@ -68,10 +70,20 @@ func MakePlan(s *Spec, o Options) (*Plan, error) {
 		p.Commands = append(p.Commands, Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin), " + filepath.Join(work, "fstab") + " (root and ESP by PARTUUID), the image's files and first-boot units"}, Command{Argv: argv})
 		p.Commands = append(p.Commands, Command{Note: "UKI: objcopy systemd's EFI stub + " + root + "/boot/vmlinuz-* + initrd.img-*, cmdline " + debianCmdline(s, ids)})
 	case "pieces":
+		meta, ukiNote := "linux-image-amd64", "objcopy "+EFIStub
+		if s.Arch == "arm64" {
+			meta, ukiNote = "linux-image-arm64:arm64", "pkg/uki on "+uki.EFIStubARM64
+		}
 		p.Commands = append(p.Commands,
-			Command{Note: "kernel: apt-get download $(apt-cache depends linux-image-amd64) && dpkg -x (cache " + o.Cache + ")"},
+			Command{Note: "kernel: apt-get download $(apt-cache depends " + meta + ") && dpkg -x (cache " + o.Cache + ")"})
+		for _, f := range s.Files {
+			if pkg, path, ok := f.debSource(); ok {
+				p.Commands = append(p.Commands, Command{Note: fmt.Sprintf("file %s: %s of apt-get download %s:%s && dpkg -x (cache %s)", f.Path, path, pkg, s.DebArch(), o.Cache)})
+			}
+		}
+		p.Commands = append(p.Commands,
 			Command{Note: fmt.Sprintf("initramfs: image files + modules %v with dependencies (Go newc writer, gzip)", s.Boot.Modules)},
-			Command{Note: "UKI: objcopy " + EFIStub + " + vmlinuz + initramfs, cmdline " + s.Boot.Cmdline})
+			Command{Note: "UKI: " + ukiNote + " + vmlinuz + initramfs, cmdline " + s.Boot.Cmdline})
 	}
 	l, err := s.Layout()
 	if err != nil {
@@ -80,7 +92,7 @@ func MakePlan(s *Spec, o Options) (*Plan, error) {
 	esp, rootImg, raw := filepath.Join(work, "esp.img"), filepath.Join(work, "root.img"), filepath.Join(o.Out, s.Name+".raw")
 	p.Commands = append(p.Commands,
 		Command{Argv: []string{"mkfs.vfat", "--invariant", "-i", ids.VFATSerial, "-n", "ESP", esp}},
-		Command{Note: "mmd/mcopy -m the ESP files (EFI/BOOT/BOOTX64.EFI" + map[bool]string{true: ", syslinux --install, vmlinuz, initrd.img, syslinux.cfg", false: ""}[s.Boot.BIOS == "syslinux"] + ")"},
+		Command{Note: "mmd/mcopy -m the ESP files (EFI/BOOT/" + s.RemovableBootFile() + map[bool]string{true: ", syslinux --install, vmlinuz, initrd.img, syslinux.cfg", false: ""}[s.Boot.BIOS == "syslinux"] + ")"},
 		Command{Argv: []string{"mkfs.ext4", "-q", "-F", "-L", "root", "-U", ids.RootFS, "-E", "hash_seed=" + ids.RootFS + ",root_owner=0:0,nodiscard", "-d", filepath.Join(work, "root"), rootImg}},
 		Command{Note: "debugfs -w: every inode's atime, ctime, mtime, crtime set to SOURCE_DATE_EPOCH"},
 		Command{Note: fmt.Sprintf("sfdisk %s: GPT label-id %s, esp %d MiB uuid %s, root %d MiB uuid %s", raw, ids.Disk, l.ESP>>20, ids.ESP, l.Root>>20, ids.Root)},

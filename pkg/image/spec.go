@@ -38,6 +38,10 @@ type Spec struct {
 	Boot         Boot         `yaml:"boot"`
 	Partitions   Partitions   `yaml:"partitions"`
 	Build        BuildOptions `yaml:"build"`
+	// Arch is the Debian architecture the image boots on: amd64 (the
+	// default) or arm64 (pieces only: its kernel and deb: files come from
+	// Debian's arm64 packages, its ESP holds EFI/BOOT/BOOTAA64.EFI).
+	Arch string `yaml:"arch"`
 
 	// Dir is the image folder (set by Load); sources are relative to it.
 	Dir string `yaml:"-"`
@@ -61,10 +65,16 @@ type Base struct {
 type File struct {
 	Path string `yaml:"path"`
 	// Exactly one of Content and Source. Source is relative to the image
-	// folder, or host:/absolute/path for a file of the build host.
+	// folder, host:/absolute/path for a file of the build host, or
+	// deb:PACKAGE:/absolute/path for a file of a Debian package of the
+	// image's architecture (downloaded with apt-get download, never
+	// installed: busybox-static's /bin/busybox for an arm64 image).
 	Content string `yaml:"content"`
 	Source  string `yaml:"source"`
 	Mode    string `yaml:"mode"`
+
+	// fetched is where a deb: source was unpacked (see fetchDebs).
+	fetched string
 }
 
 // Unit is a systemd unit enabled for first boot.
@@ -161,6 +171,18 @@ func (s *Spec) validate() error {
 	if !versionRE.MatchString(s.Version) {
 		bad("version", "%q: expected a version such as \"1\" or \"2024.06\"", s.Version)
 	}
+	switch s.Arch {
+	case "", "amd64":
+	case "arm64":
+		if s.Base.Kind != "pieces" {
+			bad("arch", "arm64: only a pieces image is built for arm64 (a debian one would need a foreign-architecture mmdebstrap)")
+		}
+		if s.Boot.BIOS == "syslinux" {
+			bad("boot.bios", "syslinux: an arm64 image boots through UEFI only (bios: none)")
+		}
+	default:
+		bad("arch", "%q: expected amd64 or arm64", s.Arch)
+	}
 	switch s.Base.Kind {
 	case "debian":
 		if s.Base.Release == "" {
@@ -203,8 +225,15 @@ func (s *Spec) validate() error {
 		if (f.Content == "") == (f.Source == "") {
 			bad(field, "expected exactly one of content and source")
 		}
-		if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && !insideImages(f.Source) {
-			bad(field+".source", "%q: expected a path inside the image folder, in a sibling image's folder (../lab/init), or host:/ABSOLUTE", f.Source)
+		if pkg, path, ok := f.debSource(); ok {
+			if !pkgRE.MatchString(pkg) || !strings.HasPrefix(path, "/") || filepath.Clean(path) != path {
+				bad(field+".source", "%q: expected deb:PACKAGE:/ABSOLUTE/PATH", f.Source)
+			}
+			if s.Base.Kind != "pieces" {
+				bad(field+".source", "%q: only a pieces image takes files from packages (a debian image installs them)", f.Source)
+			}
+		} else if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && !insideImages(f.Source) {
+			bad(field+".source", "%q: expected a path inside the image folder, in a sibling image's folder (../lab/init), host:/ABSOLUTE or deb:PACKAGE:/ABSOLUTE", f.Source)
 		}
 		if _, err := f.Perm(); err != nil {
 			bad(field+".mode", "%v", err)
@@ -284,7 +313,18 @@ func (f File) Perm() (os.FileMode, error) {
 	return os.FileMode(v), nil
 }
 
-// Read returns the file's content.
+// debSource splits a deb:PACKAGE:/PATH source; ok false for any other.
+func (f File) debSource() (pkg, path string, ok bool) {
+	rest, ok := strings.CutPrefix(f.Source, "deb:")
+	if !ok {
+		return "", "", false
+	}
+	pkg, path, _ = strings.Cut(rest, ":")
+	return pkg, path, true
+}
+
+// Read returns the file's content. A deb: source must have been fetched
+// (Build and InputsKey do that).
 func (f File) Read(dir string) ([]byte, error) {
 	if f.Content != "" {
 		return []byte(f.Content), nil
@@ -293,11 +333,35 @@ func (f File) Read(dir string) ([]byte, error) {
 	if h, ok := strings.CutPrefix(f.Source, "host:"); ok {
 		p = h
 	}
+	if _, _, ok := f.debSource(); ok {
+		if f.fetched == "" {
+			return nil, fmt.Errorf("file %s: %s was not fetched", f.Path, f.Source)
+		}
+		p = f.fetched
+	}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", f.Path, err)
 	}
 	return b, nil
+}
+
+// DebArch is the image's Debian architecture ("amd64" when not set).
+func (s *Spec) DebArch() string {
+	if s.Arch == "" {
+		return "amd64"
+	}
+	return s.Arch
+}
+
+// RemovableBootFile is the UKI's name in the ESP's EFI/BOOT: the path
+// UEFI firmware boots without a boot entry (UEFI spec, "Removable Media
+// Boot Behavior"), BOOTX64.EFI or BOOTAA64.EFI.
+func (s *Spec) RemovableBootFile() string {
+	if s.Arch == "arm64" {
+		return "BOOTAA64.EFI"
+	}
+	return "BOOTX64.EFI"
 }
 
 // Epoch is the build's SOURCE_DATE_EPOCH.

@@ -57,6 +57,12 @@ func TestParseErrors(t *testing.T) {
 		{"bad unit", goodYAML + "first_boot: [{name: x.timer, content: a}]\n", `first_boot[0].name: "x.timer"`},
 		{"bad bios", goodYAML + "boot: {bios: grub}\n", `boot.bios: "grub": expected syslinux or none`},
 		{"bad level", goodYAML + "build: {zstd_level: 40}\n", "build.zstd_level: 40"},
+		{"bad arch", goodYAML + "arch: riscv64\n", `arch: "riscv64": expected amd64 or arm64`},
+		{"arm64 debian image", strings.Replace(goodYAML, "kind: pieces", "kind: debian, release: bookworm", 1) + "packages: {fio: 3.33-3}\narch: arm64\n", "arch: arm64: only a pieces image"},
+		{"arm64 with syslinux", goodYAML + "arch: arm64\nboot: {bios: syslinux}\n", "boot.bios: syslinux: an arm64 image boots through UEFI only"},
+		{"deb source without a path", strings.Replace(goodYAML, `content: "x"`, `source: "deb:busybox-static"`, 1), `files[0].source: "deb:busybox-static": expected deb:PACKAGE:/ABSOLUTE/PATH`},
+		{"deb source relative path", strings.Replace(goodYAML, `content: "x"`, `source: "deb:busybox-static:bin/busybox"`, 1), `expected deb:PACKAGE:/ABSOLUTE/PATH`},
+		{"deb source on a debian image", strings.Replace(strings.Replace(goodYAML, "kind: pieces", "kind: debian, release: bookworm", 1), `content: "x"`, `source: "deb:fio:/usr/bin/fio"`, 1) + "packages: {fio: 3.33-3}\n", "only a pieces image takes files from packages"},
 		{"not yaml", "name: [", "img.yaml: "},
 		{"wrong type", goodYAML + "packages: [a, b]\n", "img.yaml:7: cannot unmarshal"},
 	} {
@@ -67,7 +73,8 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
-	for _, ok := range []string{goodYAML, strings.Replace(goodYAML, `content: "x"`, `source: ../lab/init`, 1) + "root_programs: [fio, /usr/bin/iperf3]\n"} {
+	for _, ok := range []string{goodYAML, strings.Replace(goodYAML, `content: "x"`, `source: ../lab/init`, 1) + "root_programs: [fio, /usr/bin/iperf3]\n",
+		strings.Replace(goodYAML, `content: "x"`, `source: "deb:busybox-static:/bin/busybox"`, 1) + "arch: arm64\nboot: {bios: none}\n"} {
 		if _, err := Parse("img.yaml", []byte(ok)); err != nil {
 			t.Errorf("Parse(%q) = %v", ok, err)
 		}
@@ -89,7 +96,7 @@ func TestShippedImagesLoad(t *testing.T) {
 			t.Errorf("%s: name %q, want the folder name", f, s.Name)
 		}
 		for _, file := range s.Files {
-			if strings.HasPrefix(file.Source, "host:") {
+			if strings.HasPrefix(file.Source, "host:") || strings.HasPrefix(file.Source, "deb:") {
 				continue
 			}
 			if _, err := file.Read(s.Dir); err != nil {

@@ -4,10 +4,14 @@ import (
 	"context"
 	"debug/pe"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // EFIStub is systemd's EFI stub (package systemd-boot-efi).
@@ -18,6 +22,10 @@ type UKI struct {
 	Kernel, Initrd string // files
 	Cmdline        string
 	OSRelease      []byte
+	// Arch is the kernel's Debian architecture: "" or amd64 (objcopy on
+	// systemd's x86-64 stub), arm64 (Debian's amd64 objcopy has no
+	// pei-aarch64 target: pkg/uki assembles it on the aarch64 stub).
+	Arch string
 }
 
 // makeUKI writes a unified kernel image to out: systemd's EFI stub with
@@ -25,6 +33,9 @@ type UKI struct {
 // placed after the stub's own sections. The PE timestamp objcopy stamps is
 // set to the epoch and the checksum recomputed, so rebuilds are identical.
 func (r runner) makeUKI(ctx context.Context, u UKI, out string) error {
+	if u.Arch == uki.ArchARM64 {
+		return r.assembleUKI(u, uki.EFIStubARM64, out)
+	}
 	f, err := pe.Open(EFIStub)
 	if err != nil {
 		return fmt.Errorf("reading the EFI stub (apt-get install systemd-boot-efi): %w", err)
@@ -111,4 +122,49 @@ func peChecksum(b []byte, sumOff int) uint32 {
 	}
 	sum = (sum & 0xffff) + (sum >> 16)
 	return uint32(sum) + uint32(len(b))
+}
+
+// assembleUKI writes a UKI of stub (same sections, same layout as makeUKI's
+// objcopy, see pkg/uki's TestMatchesObjcopy) with the stamp and checksum
+// fixed as makeUKI does.
+func (r runner) assembleUKI(u UKI, stubPath, out string) error {
+	stub, err := os.ReadFile(stubPath)
+	if err != nil {
+		return fmt.Errorf("reading the EFI stub (apt-get install systemd-boot-efi:%s): %w", u.Arch, err)
+	}
+	kernel, err := os.Open(u.Kernel)
+	if err != nil {
+		return fmt.Errorf("UKI section .linux: %w", err)
+	}
+	defer kernel.Close()
+	initrd, err := os.Open(u.Initrd)
+	if err != nil {
+		return fmt.Errorf("UKI section .initrd: %w", err)
+	}
+	defer initrd.Close()
+	ks, kerr := kernel.Stat()
+	is, ierr := initrd.Stat()
+	if err := errors.Join(kerr, ierr); err != nil {
+		return err
+	}
+	if arch, err := uki.Arch(kernel); err != nil || arch != u.Arch {
+		return fmt.Errorf("UKI section .linux: %s is not an %s EFI kernel (%s, %v)", u.Kernel, u.Arch, arch, err)
+	}
+	img, err := uki.Assemble(stub, uki.Parts{OSRelease: string(u.OSRelease), Cmdline: u.Cmdline,
+		Kernel: kernel, KernelSize: ks.Size(), Initrd: initrd, InitrdSize: is.Size()}.Sections()...)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, img.Reader())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return fixPE(out, uint32(r.epoch))
 }

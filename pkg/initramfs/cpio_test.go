@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -212,6 +213,32 @@ func TestParseKernelDepends(t *testing.T) {
 	if _, err := parseKernelDepends([]byte("linux-image-amd64\n")); err == nil {
 		t.Error("parseKernelDepends without a Depends line succeeded")
 	}
+	// A foreign architecture's dependency comes back qualified.
+	out = []byte("linux-image-arm64:arm64\n  Depends: linux-image-6.1.0-57-arm64:arm64\n")
+	if got, err := parseKernelDepends(out); err != nil || got != "linux-image-6.1.0-57-arm64:arm64" {
+		t.Errorf("parseKernelDepends(arm64) = %q, %v", got, err)
+	}
+}
+
+// A package already downloaded is found by name and, when one is asked
+// for, architecture (apt-get download names it NAME_VERSION_ARCH.deb,
+// escaping an epoch's colon): no apt-get run.
+func TestDownloadFindsCached(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"busybox-static_1%3a1.35.0-4+deb12u1_amd64.deb", "busybox-static_1%3a1.35.0-4+deb12u1+b1_arm64.deb",
+		"linux-image-6.1.0-57-arm64_6.1.192-3_arm64.deb"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	for pkg, want := range map[string]string{
+		"busybox-static:arm64":             "busybox-static_1%3a1.35.0-4+deb12u1+b1_arm64.deb",
+		"busybox-static:amd64":             "busybox-static_1%3a1.35.0-4+deb12u1_amd64.deb",
+		"linux-image-6.1.0-57-arm64:arm64": "linux-image-6.1.0-57-arm64_6.1.192-3_arm64.deb",
+	} {
+		got, err := download(context.Background(), dir, pkg)
+		if err != nil || filepath.Base(got) != want {
+			t.Errorf("download(%s) = %s, %v; want %s", pkg, got, err, want)
+		}
+	}
 }
 
 func TestBuildReproducible(t *testing.T) {
@@ -222,8 +249,9 @@ func TestBuildReproducible(t *testing.T) {
 	os.WriteFile(extra, []byte("k=v\n"), 0o644)
 	spec := Spec{Agent: agent, Extra: map[string]string{"etc/x.conf": extra}, ExtraData: map[string][]byte{"bin/hello": []byte("#!/bin/sh\n")}}
 	var kernelRoot string
-	if m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root/.complete"); len(m) > 0 {
-		kernelRoot = filepath.Dir(m[0])
+	// This machine's architecture: the cache may also hold the arm64 lab's.
+	if m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root/boot/vmlinuz-*-" + runtime.GOARCH); len(m) > 0 {
+		kernelRoot = filepath.Dir(filepath.Dir(m[0]))
 		// A small set keeps this fast under -race; the integration test
 		// builds the full DefaultModules set.
 		spec.KernelPkgDir, spec.Modules = kernelRoot, []string{"virtio_net", "e1000"}

@@ -46,12 +46,30 @@ type Kernel struct {
 
 // KernelPackage names the package linux-image-amd64 currently depends on
 // (e.g. linux-image-6.1.0-57-amd64), parsed from `apt-cache depends`.
-func KernelPackage(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "apt-cache", "depends", "linux-image-amd64").Output()
+func KernelPackage(ctx context.Context) (string, error) { return KernelPackageFor(ctx, "") }
+
+// KernelPackageFor is KernelPackage for a Debian architecture: "" or
+// "amd64" the host's linux-image-amd64, "arm64" linux-image-arm64:arm64
+// (dpkg --add-architecture arm64 and apt-get update first), whose
+// dependency comes back qualified (linux-image-6.1.0-57-arm64:arm64).
+func KernelPackageFor(ctx context.Context, arch string) (string, error) {
+	meta := "linux-image-amd64"
+	if arch != "" && arch != "amd64" {
+		meta = "linux-image-" + arch + ":" + arch
+	}
+	out, err := exec.CommandContext(ctx, "apt-cache", "depends", meta).Output()
 	if err != nil {
-		return "", fmt.Errorf("apt-cache depends linux-image-amd64: %w", err)
+		return "", fmt.Errorf("apt-cache depends %s: %w%s", meta, err, archHint(arch))
 	}
 	return parseKernelDepends(out)
+}
+
+// archHint says how to make a foreign architecture's packages known.
+func archHint(arch string) string {
+	if arch == "" || arch == "amd64" {
+		return ""
+	}
+	return fmt.Sprintf(" (is the %s architecture known to apt? dpkg --add-architecture %s && apt-get update, or 'make deps')", arch, arch)
 }
 
 // parseKernelDepends finds "Depends: linux-image-X" in apt-cache output.
@@ -72,9 +90,17 @@ func parseKernelDepends(out []byte) (string, error) {
 // cache/debs), a .deb file, or an already unpacked folder. Packages are
 // unpacked once into cache/kernel/<sha256 prefix>/root.
 func FetchKernel(ctx context.Context, cache, spec string) (*Kernel, error) {
+	return FetchKernelFor(ctx, cache, spec, "")
+}
+
+// FetchKernelFor is FetchKernel for a Debian architecture ("" or "amd64",
+// "arm64"): "auto" downloads the package linux-image-ARCH:ARCH points at.
+// Debian's arm64 vmlinuz is an uncompressed Image with its EFI stub, which
+// systemd's stub and the firmware load as is.
+func FetchKernelFor(ctx context.Context, cache, spec, arch string) (*Kernel, error) {
 	deb := spec
 	if spec == "auto" {
-		pkg, err := KernelPackage(ctx)
+		pkg, err := KernelPackageFor(ctx, arch)
 		if err != nil {
 			return nil, err
 		}
@@ -102,9 +128,37 @@ func FetchKernel(ctx context.Context, cache, spec string) (*Kernel, error) {
 	return describeKernel(&Kernel{Deb: deb, DebSHA256: sum, Root: root})
 }
 
-// download fetches pkg's .deb into dir unless a copy is there already.
+// FetchPackage downloads a Debian package (apt-get download, once, into
+// cache/debs) and unpacks it once into cache/deb/<sha256 prefix>/root,
+// whose path it returns. pkg may name an architecture (busybox-static:arm64)
+// for a file of another machine's system, without installing anything.
+func FetchPackage(ctx context.Context, cache, pkg string) (string, error) {
+	deb, err := download(ctx, filepath.Join(cache, "debs"), pkg)
+	if err != nil {
+		return "", err
+	}
+	sum, err := fileSHA256(deb)
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(cache, "deb", sum[:16], "root")
+	if _, err := os.Stat(filepath.Join(root, ".complete")); err != nil {
+		if err := unpack(ctx, deb, root); err != nil {
+			return "", err
+		}
+	}
+	return root, nil
+}
+
+// download fetches pkg's .deb into dir unless a copy is there already. pkg
+// may carry an architecture (name:arch): apt names the file name_VERSION_arch.deb.
 func download(ctx context.Context, dir, pkg string) (string, error) {
-	if m := globSorted(filepath.Join(dir, pkg+"_*.deb")); len(m) > 0 {
+	name, arch, _ := strings.Cut(pkg, ":")
+	pattern := filepath.Join(dir, name+"_*.deb")
+	if arch != "" {
+		pattern = filepath.Join(dir, name+"_*_"+arch+".deb")
+	}
+	if m := globSorted(pattern); len(m) > 0 {
 		return m[len(m)-1], nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -113,11 +167,11 @@ func download(ctx context.Context, dir, pkg string) (string, error) {
 	cmd := exec.CommandContext(ctx, "apt-get", "download", pkg)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("apt-get download %s: %w: %s", pkg, err, out)
+		return "", fmt.Errorf("apt-get download %s: %w: %s%s", pkg, err, out, archHint(arch))
 	}
-	m := globSorted(filepath.Join(dir, pkg+"_*.deb"))
+	m := globSorted(pattern)
 	if len(m) == 0 {
-		return "", fmt.Errorf("apt-get download %s: no %s_*.deb appeared in %s", pkg, pkg, dir)
+		return "", fmt.Errorf("apt-get download %s: no %s appeared in %s", pkg, filepath.Base(pattern), dir)
 	}
 	return m[len(m)-1], nil
 }

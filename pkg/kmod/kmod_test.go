@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -173,11 +174,13 @@ var labModules = []string{"virtio_pci", "virtio_blk", "virtio_net", "e1000", "e1
 func TestResolveRealKernel(t *testing.T) {
 	root := os.Getenv("INGOT_KERNEL_DIR")
 	if root == "" {
-		m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root")
+		// The cache may hold kernels of other architectures (the arm64
+		// lab's): take this one's, whose vmlinuz ends in -amd64 here.
+		m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root/boot/vmlinuz-*-" + runtime.GOARCH)
 		if len(m) == 0 {
 			t.Skip("no unpacked kernel package: set INGOT_KERNEL_DIR or run `ingot initramfs build --kernel-deb auto` first")
 		}
-		root = m[len(m)-1]
+		root = filepath.Dir(filepath.Dir(m[len(m)-1]))
 	}
 	ix, err := Open(root, "")
 	must(t, err)

@@ -26,16 +26,20 @@ type Pins struct {
 func cacheDir(cfg Config) string { return initramfs.CacheDir(cfg.Getenv) }
 
 // buildArtifacts builds (or reuses from the cache) the agent's kernel and
-// initramfs and the lab image. Every lab and end-to-end test on a machine
+// initramfs (with agent, the ingot-agent binary of arch) and the lab image,
+// for arch "" (x86-64) or "arm64" (Debian's arm64 kernel package, fetched
+// with apt-get download). Every lab and end-to-end test on a machine
 // shares one build: the initramfs is cached by a digest of its inputs and
 // the image build by a digest of its definition.
-func buildArtifacts(ctx context.Context, cfg Config, imageName string) (*Pins, error) {
+func buildArtifacts(ctx context.Context, cfg Config, imageName, arch, agent string) (*Pins, error) {
 	cache := cacheDir(cfg)
-	k, err := initramfs.FetchKernel(ctx, cache, "auto")
+	k, err := initramfs.FetchKernelFor(ctx, cache, "auto", arch)
 	if err != nil {
 		return nil, fmt.Errorf("lab kernel: %w", err)
 	}
-	spec := initramfs.Spec{Agent: cfg.AgentBinary, Modules: initramfs.DefaultModules}
+	// The same drivers on arm64: Debian builds each of them as a module
+	// there too (virtio_pci, virtio_net, virtio_blk, ...).
+	spec := initramfs.Spec{Agent: agent, Modules: initramfs.DefaultModules}
 	key, err := initramfs.InputsKey(k, spec)
 	if err != nil {
 		return nil, err
@@ -48,6 +52,9 @@ func buildArtifacts(ctx context.Context, cfg Config, imageName string) (*Pins, e
 	if err != nil {
 		return nil, err
 	}
+	if want := orAMD64(arch); is.DebArch() != want {
+		return nil, fmt.Errorf("lab image %s is for %s, its VMs are %s (the recipe's os.image.name)", imageName, is.DebArch(), want)
+	}
 	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, KernelDeb: k.Root})
 	if err != nil {
 		return nil, fmt.Errorf("lab image %s: %w", imageName, err)
@@ -56,4 +63,11 @@ func buildArtifacts(ctx context.Context, cfg Config, imageName string) (*Pins, e
 		Kernel: out.Vmlinuz, KernelSHA256: out.VmlinuzSHA256, Initrd: out.Initrd, InitrdSHA256: out.InitrdSHA256,
 		Image: res.Zst, ImageSHA256: res.ZstSHA256, ImageRaw: res.Raw, RawSHA256: res.RawSHA256, RawSize: res.RawSize,
 	}, nil
+}
+
+func orAMD64(arch string) string {
+	if arch == "" {
+		return "amd64"
+	}
+	return arch
 }

@@ -43,7 +43,7 @@ func RunBMCs(ctx context.Context, dir string, log *slog.Logger) error {
 			boot["Cd"] = boot["Hdd"]
 		}
 		// The BMC's virtual media is fetched into the VM's folder.
-		q := &vbmc.QEMU{Args: args, BootArgs: boot, Stdout: qlog, Stderr: qlog, Logger: log.With("vm", vm.Name),
+		q := &vbmc.QEMU{Binary: vm.Binary(), Args: args, BootArgs: boot, Stdout: qlog, Stderr: qlog, Logger: log.With("vm", vm.Name),
 			MediaDir: filepath.Dir(vm.Console)}
 		backends = append(backends, q)
 		// The BMC serves the VM's serial console (vm.Console, which QEMU's
@@ -57,7 +57,7 @@ func RunBMCs(ctx context.Context, dir string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("BMC of %s: %w", vm.Name, err)
 		}
-		log.Info("virtual BMC up", "vm", vm.Name, "addr", ln.Addr().String(), "firmware", vm.Firmware, "accel", st.Accel)
+		log.Info("virtual BMC up", "vm", vm.Name, "addr", ln.Addr().String(), "firmware", vm.Firmware, "qemu", vm.Binary(), "accel", vm.accel(st.Accel))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

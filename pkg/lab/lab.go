@@ -54,7 +54,13 @@ type VMSpec struct {
 	// FirmwareHTTP: uefi only, no NIC ROM, OVMF's PXE off: the firmware's
 	// HTTP boot fetches the agent UKI (no TFTP, no iPXE).
 	FirmwareHTTP bool
+	// Arch "arm64": a QEMU virt machine under AAVMF (uefi, FirmwareHTTP),
+	// enrolled with Config.RecipeARM64; "" an x86-64 VM.
+	Arch string
 }
+
+// ARM64 asks for an arm64 VM: AAVMF's own HTTP boot of its agent UKI.
+func ARM64() VMSpec { return VMSpec{Firmware: "uefi", FirmwareHTTP: true, Arch: ArchARM64} }
 
 // Config builds a lab.
 type Config struct {
@@ -81,6 +87,14 @@ type Config struct {
 	Out    io.Writer // progress for people
 	Logger *slog.Logger
 	Getenv func(string) string
+
+	// AgentBinaryARM64 is ingot-agent built for arm64 (CGO_ENABLED=0
+	// GOARCH=arm64 go build ./cmd/ingot-agent; `make build-arm64`):
+	// required when VMs holds an arm64 VM.
+	AgentBinaryARM64 string
+	// RecipeARM64 is the recipe arm64 VMs are enrolled with (default
+	// lab-qemu-arm64): its agent kernel, initramfs and image are arm64.
+	RecipeARM64 string
 }
 
 // State is what `ingot lab up` leaves in Dir/lab.json for down and status.
@@ -101,12 +115,17 @@ type State struct {
 	ServeArgs []string `json:"serve_args"`
 	// SiteNamespace holds the site's DHCP server ("" none).
 	SiteNamespace string `json:"site_namespace,omitempty"`
+
+	// ArtifactsARM64 and RecipeARM64 are the arm64 VMs' (nil, "": none).
+	ArtifactsARM64 *Pins  `json:"artifacts_arm64,omitempty"`
+	RecipeARM64    string `json:"recipe_arm64,omitempty"`
 }
 
 // Lab is a running lab.
 type Lab struct {
 	cfg   Config
 	hw    hardware
+	hwARM hardware // the arm64 recipe's, when there are arm64 VMs
 	ns    *netns.NS
 	site  *netns.NS // the site's DHCP server, when Config.SiteDHCP is set
 	State State
@@ -131,6 +150,9 @@ func (c *Config) defaults() {
 	if c.Recipe == "" {
 		c.Recipe = "lab-qemu"
 	}
+	if c.RecipeARM64 == "" {
+		c.RecipeARM64 = "lab-qemu-arm64"
+	}
 	if c.Out == nil {
 		c.Out = io.Discard
 	}
@@ -148,9 +170,31 @@ func (c *Config) defaults() {
 func (c *Config) validate() error {
 	switch c.SiteDHCP {
 	case "", "dnsmasq":
-		return nil
+	default:
+		return fmt.Errorf("site DHCP %q: expected dnsmasq (or none: ingot's own DHCP)", c.SiteDHCP)
 	}
-	return fmt.Errorf("site DHCP %q: expected dnsmasq (or none: ingot's own DHCP)", c.SiteDHCP)
+	for _, v := range c.VMs {
+		switch {
+		case v.Arch == "":
+		case v.Arch != ArchARM64:
+			return fmt.Errorf("VM architecture %q: expected arm64 (or none: x86-64)", v.Arch)
+		case v.Firmware != "uefi" || !v.FirmwareHTTP:
+			return errors.New("an arm64 VM boots through AAVMF's HTTP boot only: firmware uefi with FirmwareHTTP (lab.ARM64())")
+		case c.AgentBinaryARM64 == "":
+			return errors.New("an arm64 VM needs ingot-agent built for arm64 (make build-arm64; Config.AgentBinaryARM64)")
+		}
+	}
+	return nil
+}
+
+// hasARM64 reports whether the lab has an arm64 VM.
+func (c *Config) hasARM64() bool {
+	for _, v := range c.VMs {
+		if v.Arch == ArchARM64 {
+			return true
+		}
+	}
+	return false
 }
 
 // Up builds (or reuses) the lab's kernel, initramfs and image, creates the
@@ -186,11 +230,21 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 		return nil, err
 	}
 	l.hw = hw
-	pins, err := buildArtifacts(ctx, cfg, hw.Image)
+	pins, err := buildArtifacts(ctx, cfg, hw.Image, "", cfg.AgentBinary)
 	if err != nil {
 		return nil, err
 	}
 	l.State.Artifacts = *pins
+	if cfg.hasARM64() {
+		fmt.Fprintf(cfg.Out, "lab: building the arm64 kernel, agent initramfs and image (Debian's arm64 packages, apt-get download)\n")
+		if l.hwARM, err = recipeHardware(cfg.RepoRoot, cfg.RecipeARM64); err != nil {
+			return nil, err
+		}
+		if l.State.ArtifactsARM64, err = buildArtifacts(ctx, cfg, l.hwARM.Image, ArchARM64, cfg.AgentBinaryARM64); err != nil {
+			return nil, err
+		}
+		l.State.RecipeARM64 = cfg.RecipeARM64
+	}
 	if err := l.network(ctx); err != nil {
 		l.Down()
 		return nil, err
@@ -225,19 +279,23 @@ func (l *Lab) network(ctx context.Context) error {
 		}
 	}
 	for i, spec := range l.cfg.VMs {
-		name := fmt.Sprintf("lab%d-%s", i+1, spec.Firmware)
+		kind, vars, hw := spec.Firmware, "OVMF_VARS.fd", l.hw
+		if spec.Arch == ArchARM64 {
+			kind, vars, hw = ArchARM64, "AAVMF_VARS.fd", l.hwARM
+		}
+		name := fmt.Sprintf("lab%d-%s", i+1, kind)
 		vm := VM{
-			Name: name, Firmware: spec.Firmware, FirmwarePXE: spec.FirmwarePXE, FirmwareHTTP: spec.FirmwareHTTP,
+			Name: name, Firmware: spec.Firmware, Arch: spec.Arch, FirmwarePXE: spec.FirmwarePXE, FirmwareHTTP: spec.FirmwareHTTP,
 			MAC: fmt.Sprintf("52:54:00:77:00:%02x", 0x10+i), Tap: fmt.Sprintf("tap%d", i),
 			Disk:    filepath.Join(l.cfg.Dir, "vms", name, "disk.raw"),
 			Console: filepath.Join(l.cfg.Dir, "vms", name, "console.log"),
-			Vars:    filepath.Join(l.cfg.Dir, "vms", name, "OVMF_VARS.fd"),
+			Vars:    filepath.Join(l.cfg.Dir, "vms", name, vars),
 			BMCPort: bmcPort0 + i, MemMiB: l.cfg.MemMiB, POSTMillis: int(l.cfg.POST.Milliseconds()),
 		}
-		for d := range l.hw.DataDisks {
+		for d := range hw.DataDisks {
 			vm.DataDisks = append(vm.DataDisks, filepath.Join(l.cfg.Dir, "vms", name, fmt.Sprintf("data%d.raw", d+1)))
 		}
-		if err := vm.prepare(l.cfg.DiskBytes, l.hw.DataDisks); err != nil {
+		if err := vm.prepare(l.cfg.DiskBytes, hw.DataDisks); err != nil {
 			return err
 		}
 		if err := ns.AddTap(ctx, vm.Tap, Bridge); err != nil {

@@ -102,10 +102,13 @@ func (l *Lab) importArtifacts(ctx context.Context, data string) error {
 	if err != nil {
 		return err
 	}
+	type art struct{ path, sha, name string }
 	p := l.State.Artifacts
-	for _, f := range []struct{ path, sha, name string }{
-		{p.Kernel, p.KernelSHA256, "agent-vmlinuz"}, {p.Initrd, p.InitrdSHA256, "agent-initrd"}, {p.Image, p.ImageSHA256, p.ImageName + ".raw.zst"},
-	} {
+	arts := []art{{p.Kernel, p.KernelSHA256, "agent-vmlinuz"}, {p.Initrd, p.InitrdSHA256, "agent-initrd"}, {p.Image, p.ImageSHA256, p.ImageName + ".raw.zst"}}
+	if a := l.State.ArtifactsARM64; a != nil {
+		arts = append(arts, art{a.Kernel, a.KernelSHA256, armKernel}, art{a.Initrd, a.InitrdSHA256, armInitrd}, art{a.Image, a.ImageSHA256, a.ImageName + ".raw.zst"})
+	}
+	for _, f := range arts {
 		ref, err := st.PutFile(ctx, f.path)
 		if err != nil {
 			return fmt.Errorf("importing %s: %w", f.path, err)
@@ -121,8 +124,15 @@ func (l *Lab) importArtifacts(ctx context.Context, data string) error {
 	return nil
 }
 
+// The arm64 agent's names in the artifact store (the arm64 recipe's).
+const (
+	armKernel = "agent-vmlinuz-arm64"
+	armInitrd = "agent-initrd-arm64"
+)
+
 // writeRecipes copies the repository's recipes into the lab and pins the
-// lab recipe to what the lab built: the lab boots exactly these bytes.
+// lab recipe (and the arm64 VMs' recipe) to what the lab built: the lab
+// boots exactly these bytes.
 func (l *Lab) writeRecipes() error {
 	src := filepath.Join(l.cfg.RepoRoot, "recipes")
 	dst := filepath.Join(l.cfg.Dir, "recipes")
@@ -141,10 +151,14 @@ func (l *Lab) writeRecipes() error {
 		if err != nil {
 			return err
 		}
-		if e.Name() == l.cfg.Recipe+".yaml" {
-			if b, err = l.pin(b); err != nil {
-				return fmt.Errorf("pinning %s: %w", e.Name(), err)
-			}
+		switch {
+		case e.Name() == l.cfg.Recipe+".yaml":
+			b, err = l.pin(b, l.State.Artifacts, "agent-vmlinuz", "agent-initrd")
+		case e.Name() == l.State.RecipeARM64+".yaml" && l.State.ArtifactsARM64 != nil:
+			b, err = l.pin(b, *l.State.ArtifactsARM64, armKernel, armInitrd)
+		}
+		if err != nil {
+			return fmt.Errorf("pinning %s: %w", e.Name(), err)
 		}
 		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
 			return err
@@ -153,19 +167,20 @@ func (l *Lab) writeRecipes() error {
 	return nil
 }
 
-func (l *Lab) pin(b []byte) ([]byte, error) {
+// pin sets a recipe's image and agent to p, the agent's kernel and
+// initramfs under the artifact store's names kernel and initrd.
+func (l *Lab) pin(b []byte, p Pins, kernel, initrd string) ([]byte, error) {
 	var r map[string]any
 	if err := yaml.Unmarshal(b, &r); err != nil {
 		return nil, err
 	}
-	p := l.State.Artifacts
 	osec := sub(r, "os")
 	img := sub(osec, "image")
 	img["sha256"], img["format"] = p.ImageSHA256, "raw.zst"
 	agent := sub(osec, "agent")
 	k, i := sub(agent, "kernel"), sub(agent, "initrd")
-	k["sha256"], k["path"] = p.KernelSHA256, "agent-vmlinuz"
-	i["sha256"], i["path"] = p.InitrdSHA256, "agent-initrd"
+	k["sha256"], k["path"] = p.KernelSHA256, kernel
+	i["sha256"], i["path"] = p.InitrdSHA256, initrd
 	if l.cfg.Mutate != nil {
 		l.cfg.Mutate(r)
 	}
@@ -204,8 +219,12 @@ func (l *Lab) createToken(ctx context.Context, data string) error {
 // enroll adds each VM through the API with its BMC.
 func (l *Lab) enroll(ctx context.Context) error {
 	for i, vm := range l.State.VMs {
+		rc := l.cfg.Recipe
+		if vm.Arch == ArchARM64 {
+			rc = l.State.RecipeARM64
+		}
 		m := machine.Machine{
-			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: l.cfg.Recipe, Rack: "lab", Index: i + 1,
+			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: rc, Rack: "lab", Index: i + 1,
 			BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", vm.BMCPort),
 				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred")},
 		}

@@ -11,10 +11,14 @@ import (
 // virtual BMC.
 type VM struct {
 	Name     string `json:"name"`
-	Firmware string `json:"firmware"` // bios (SeaBIOS) or uefi (OVMF)
-	MAC      string `json:"mac"`
-	Tap      string `json:"tap"`
-	Disk     string `json:"disk"`
+	Firmware string `json:"firmware"` // bios (SeaBIOS) or uefi (OVMF; AAVMF for arm64)
+	// Arch is "" (x86-64: qemu-system-x86_64) or "arm64": a QEMU virt
+	// machine (qemu-system-aarch64, always TCG) under AAVMF, booting its
+	// agent through the firmware's HTTP boot.
+	Arch string `json:"arch,omitempty"`
+	MAC  string `json:"mac"`
+	Tap  string `json:"tap"`
+	Disk string `json:"disk"`
 	// DataDisks are the VM's other disks (the recipe's non-boot disk
 	// rules), never booted from.
 	DataDisks []string `json:"data_disks,omitempty"`
@@ -28,24 +32,47 @@ type VM struct {
 	// NIC option ROM, OVMF's PXE turned off, so the firmware fetches the
 	// agent UKI over HTTP itself (no TFTP, no iPXE).
 	FirmwareHTTP bool   `json:"firmware_http,omitempty"`
-	Vars         string `json:"vars,omitempty"` // per-VM OVMF variable store
+	Vars         string `json:"vars,omitempty"` // per-VM OVMF (AAVMF) variable store
 	// POSTMillis makes the firmware wait this long at every start (its
 	// boot menu's timeout), as a server's POST does; 0: none.
 	POSTMillis int `json:"post_ms,omitempty"`
 }
 
-// OVMF firmware files of Debian's ovmf package.
+// OVMF firmware files of Debian's ovmf package, and AAVMF's (the arm64
+// build of the same EDK2) of qemu-efi-aarch64.
 const (
-	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
-	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	ovmfCode  = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars  = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+	aavmfCode = "/usr/share/AAVMF/AAVMF_CODE.fd"
+	aavmfVars = "/usr/share/AAVMF/AAVMF_VARS.fd"
 )
+
+// ArchARM64 is VM.Arch of an arm64 VM.
+const ArchARM64 = "arm64"
+
+// Binary is the QEMU program that runs the VM.
+func (v *VM) Binary() string {
+	if v.Arch == ArchARM64 {
+		return "qemu-system-aarch64"
+	}
+	return "qemu-system-x86_64"
+}
 
 // qemuArgs returns the VM's QEMU arguments without boot devices, and the
 // device arguments for each Redfish boot target: the override decides which
 // device gets bootindex=1 (OVMF ignores -boot order).
+// accel is the accelerator the VM runs under, given the lab's: an x86-64
+// host's KVM cannot run an arm64 guest, so arm64 VMs always run TCG.
+func (v *VM) accel(lab string) string {
+	if v.Arch == ArchARM64 {
+		return "tcg"
+	}
+	return lab
+}
+
 func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 	args := []string{
-		"-name", v.Name, "-accel", accel, "-smp", "1", "-m", fmt.Sprint(v.MemMiB),
+		"-name", v.Name, "-accel", v.accel(accel), "-smp", "1", "-m", fmt.Sprint(v.MemMiB),
 		// The console log is appended to, so it keeps every boot of the VM.
 		"-nographic", "-chardev", "file,id=con0,append=on,path=" + v.Console, "-serial", "chardev:con0",
 		"-monitor", "none", "-no-reboot",
@@ -55,7 +82,14 @@ func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 		// minutes under TCG.
 		"-device", "virtio-rng-pci",
 	}
-	if v.Firmware == "uefi" {
+	if v.Arch == ArchARM64 {
+		// cortex-a57 (ARMv8.0): TCG emulates it faster than -cpu max,
+		// whose pointer authentication costs much under TCG; Debian's
+		// arm64 kernel needs no more. The PL011 on virt is the -serial.
+		args = append(args, "-machine", "virt", "-cpu", "cortex-a57",
+			"-drive", "if=pflash,format=raw,readonly=on,file="+aavmfCode,
+			"-drive", "if=pflash,format=raw,file="+v.Vars)
+	} else if v.Firmware == "uefi" {
 		args = append(args, "-machine", "q35",
 			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode,
 			"-drive", "if=pflash,format=raw,file="+v.Vars)
@@ -70,7 +104,8 @@ func (v *VM) qemuArgs(accel string) ([]string, map[string][]string) {
 		// OVMF tries a NIC's PXE boot options before its HTTP ones, and
 		// the DHCP server answers both: without these the firmware would
 		// PXE-boot over TFTP. fw_cfg knobs read at start (OvmfPkg's
-		// RUNTIME_CONFIG.md; edk2 since 2020). HTTP boot stays on.
+		// RUNTIME_CONFIG.md; edk2 since 2020; ArmVirtQemu, AAVMF, links
+		// the same PxeBcPcdProducerLib). HTTP boot stays on.
 		args = append(args, "-fw_cfg", "name=opt/org.tianocore/IPv4PXESupport,string=no",
 			"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no")
 	}
@@ -109,9 +144,13 @@ func (v *VM) prepare(diskBytes int64, dataBytes []int64) error {
 		}
 	}
 	if v.Firmware == "uefi" {
-		b, err := os.ReadFile(ovmfVars)
+		vars, pkg := ovmfVars, "ovmf"
+		if v.Arch == ArchARM64 {
+			vars, pkg = aavmfVars, "qemu-efi-aarch64"
+		}
+		b, err := os.ReadFile(vars)
 		if err != nil {
-			return fmt.Errorf("OVMF variable store (package ovmf): %w", err)
+			return fmt.Errorf("UEFI variable store (package %s): %w", pkg, err)
 		}
 		if err := os.WriteFile(v.Vars, b, 0o644); err != nil {
 			return err

@@ -17,6 +17,7 @@ func TestQEMUArgsFirmwareHTTP(t *testing.T) {
 		pxeIsOff bool
 	}{
 		"uefi-http": {VM{Firmware: "uefi", FirmwareHTTP: true}, true, true},
+		"arm64":     {VM{Firmware: "uefi", Arch: ArchARM64, FirmwareHTTP: true}, true, true},
 		"uefi-pxe":  {VM{Firmware: "uefi", FirmwarePXE: true}, true, false},
 		"uefi":      {VM{Firmware: "uefi"}, false, false},
 		"bios":      {VM{Firmware: "bios"}, false, false},
@@ -65,5 +66,33 @@ func TestQEMUArgsSimulatedPOST(t *testing.T) {
 		if args, _ := vm.qemuArgs("tcg"); slices.Contains(args, "-boot") {
 			t.Errorf("%s without a POST waits: %q", fw, args)
 		}
+	}
+}
+
+// An arm64 VM is a QEMU virt machine under AAVMF, run by
+// qemu-system-aarch64 with TCG even where the lab's x86-64 VMs get KVM.
+func TestQEMUArgsARM64(t *testing.T) {
+	vm := VM{Name: "lab1-arm64", Firmware: "uefi", Arch: ArchARM64, FirmwareHTTP: true, MAC: "52:54:00:77:00:10",
+		Tap: "tap0", Disk: "d.raw", Console: "c.log", Vars: "vars.fd", MemMiB: 1024}
+	args, _ := vm.qemuArgs("kvm")
+	for _, seq := range [][]string{
+		{"-accel", "tcg"},
+		{"-machine", "virt", "-cpu", "cortex-a57"},
+		{"-drive", "if=pflash,format=raw,readonly=on,file=" + aavmfCode, "-drive", "if=pflash,format=raw,file=vars.fd"},
+		{"-fw_cfg", "name=opt/org.tianocore/IPv6PXESupport,string=no"},
+	} {
+		if !hasSeq(args, seq) {
+			t.Errorf("no %q in %q", seq, args)
+		}
+	}
+	if slices.Contains(args, "q35") || slices.Contains(args, "pc") {
+		t.Errorf("an x86 machine type: %q", args)
+	}
+	if vm.Binary() != "qemu-system-aarch64" || (&VM{Firmware: "uefi"}).Binary() != "qemu-system-x86_64" {
+		t.Errorf("binaries %s, %s", vm.Binary(), (&VM{}).Binary())
+	}
+	x86 := VM{Firmware: "uefi", MAC: vm.MAC, Tap: "tap0", Disk: "d.raw", Console: "c.log", Vars: "v.fd", MemMiB: 1024}
+	if args, _ := x86.qemuArgs("kvm"); !hasSeq(args, []string{"-accel", "kvm"}) {
+		t.Errorf("an x86-64 VM does not get the lab's accelerator: %q", args)
 	}
 }

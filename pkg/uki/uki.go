@@ -24,6 +24,59 @@ import (
 // EFIStub is systemd's x86-64 EFI stub in Debian (package systemd-boot-efi).
 const EFIStub = "/usr/lib/systemd/boot/efi/linuxx64.efi.stub"
 
+// EFIStubARM64 is systemd's aarch64 EFI stub in Debian (package
+// systemd-boot-efi:arm64, which installs beside the amd64 one: Multi-Arch
+// same).
+const EFIStubARM64 = "/usr/lib/systemd/boot/efi/linuxaa64.efi.stub"
+
+// Architectures of EFI images, as Debian names them.
+const (
+	ArchAMD64 = "amd64"
+	ArchARM64 = "arm64"
+)
+
+// StubFor is the path of systemd's EFI stub for arch (ArchAMD64 for
+// anything else).
+func StubFor(arch string) string {
+	if arch == ArchARM64 {
+		return EFIStubARM64
+	}
+	return EFIStub
+}
+
+// PE/COFF machine types (PE Format, "Machine Types").
+const (
+	machineAMD64 = 0x8664
+	machineARM64 = 0xaa64
+)
+
+// Arch reads the architecture of the PE image in r from its COFF header:
+// ArchAMD64 or ArchARM64. A Linux kernel built with its EFI stub is such
+// an image (x86 bzImage and arm64 Image alike), so the kernel of a UKI
+// tells which stub it needs. An error for anything else.
+func Arch(r io.ReaderAt) (string, error) {
+	var b [0x40]byte
+	if _, err := r.ReadAt(b[:], 0); err != nil {
+		return "", fmt.Errorf("uki: reading the DOS header: %w", err)
+	}
+	if string(b[:2]) != "MZ" {
+		return "", errors.New("uki: not a PE image (no MZ header)")
+	}
+	var sig [6]byte
+	off := int64(binary.LittleEndian.Uint32(b[peSigOffset:]))
+	if _, err := r.ReadAt(sig[:], off); err != nil || string(sig[:4]) != "PE\x00\x00" {
+		return "", fmt.Errorf("uki: no PE signature at 0x%x", off)
+	}
+	switch m := binary.LittleEndian.Uint16(sig[4:]); m {
+	case machineAMD64:
+		return ArchAMD64, nil
+	case machineARM64:
+		return ArchARM64, nil
+	default:
+		return "", fmt.Errorf("uki: PE machine type 0x%x is neither x86-64 nor arm64", m)
+	}
+}
+
 // Section is one section to add to the stub.
 type Section struct {
 	Name string      // e.g. ".cmdline"; at most 8 bytes

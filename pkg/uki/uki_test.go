@@ -43,6 +43,11 @@ func stubs(t *testing.T) map[string][]byte {
 	} else {
 		t.Logf("no systemd stub (%v): only the synthetic one", err)
 	}
+	if b, err := os.ReadFile(EFIStubARM64); err == nil {
+		out["systemd-aa64"] = b
+	} else {
+		t.Logf("no systemd aarch64 stub (%v)", err)
+	}
 	return out
 }
 

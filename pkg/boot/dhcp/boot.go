@@ -20,8 +20,8 @@ var ipxeNoProxyWait = []byte{0xb0, 0x01, 0x01, 0xff}
 var pxeDiscoveryControl = []byte{0x06, 0x01, 0x08, 0xff}
 
 // bootOptions adds what client c needs to boot: the TFTP first stage for
-// firmware PXE, an HTTP URL for UEFI HTTP boot (x86-64: the machine's agent
-// UKI), the iPXE script URL for iPXE.
+// firmware PXE, an HTTP URL for UEFI HTTP boot (x86-64 and arm64: the
+// machine's agent UKI), the iPXE script URL for iPXE.
 // Nothing for clients that are not network-booting, or unknown machines
 // under the ignore policy (m is nil then).
 func (h *Handler) bootOptions(r, req *dhcpv4.DHCPv4, c pxe.Client, m *machine.Machine) {

@@ -101,8 +101,11 @@ type BootFiles map[string]string
 const AgentUKI = "ingot:agent-uki"
 
 // DefaultBootFiles are the names Debian's ipxe package installs, and the
-// agent UKI for x86-64 UEFI HTTP boot (systemd's stub is x86-64 only in
-// Debian 12, as is the lab's kernel: arm64 HTTP boot keeps iPXE).
+// agent UKI for x86-64 and arm64 UEFI HTTP boot: the HTTP side puts the
+// machine's agent kernel on systemd's stub of the kernel's architecture
+// (systemd-boot-efi, and systemd-boot-efi:arm64 beside it). Debian 12 ships
+// no arm64 iPXE, so arm64 firmware PXE (arch 11) has no first stage unless
+// one is put in the TFTP root; arm64 HTTP boot needs none.
 func DefaultBootFiles() BootFiles {
 	return BootFiles{
 		pxe.ArchBIOS:          "undionly.kpxe",
@@ -111,7 +114,7 @@ func DefaultBootFiles() BootFiles {
 		pxe.ArchUEFIARM32:     "snponly-arm32.efi",
 		pxe.ArchUEFIARM64:     "snponly-arm64.efi",
 		pxe.ArchUEFIX64HTTP:   AgentUKI,
-		pxe.ArchUEFIARM64HTTP: "snponly-arm64.efi",
+		pxe.ArchUEFIARM64HTTP: AgentUKI,
 	}
 }
 

@@ -41,10 +41,12 @@ func TestHTTPClientAnswer(t *testing.T) {
 		state machine.State
 		want  httpAnswer
 	}{
-		"x64 agent UKI":         {req: httpX64, state: machine.StateProvisioning, want: uki},
-		"x64 ready machine":     {req: httpX64, state: machine.StateReady, want: uki},
-		"HTTPClient, arch 7":    {req: httpPXEArch, state: machine.StateReimaging, want: uki},
-		"arm64 keeps iPXE":      {req: httpARM64, want: httpAnswer{File: "http://10.77.0.1:8080/boot/snponly-arm64.efi", Opt67: "http://10.77.0.1:8080/boot/snponly-arm64.efi", Class: "HTTPClient", NextServer: "10.77.0.1"}},
+		"x64 agent UKI":      {req: httpX64, state: machine.StateProvisioning, want: uki},
+		"x64 ready machine":  {req: httpX64, state: machine.StateReady, want: uki},
+		"HTTPClient, arch 7": {req: httpPXEArch, state: machine.StateReimaging, want: uki},
+		"arm64 agent UKI":    {req: httpARM64, state: machine.StateProvisioning, want: uki},
+		"arm64 iPXE chosen": {req: httpARM64, cfg: func(c *Config) { c.BootFiles = BootFiles{pxe.ArchUEFIARM64HTTP: "snponly-arm64.efi"} },
+			want: httpAnswer{File: "http://10.77.0.1:8080/boot/snponly-arm64.efi", Opt67: "http://10.77.0.1:8080/boot/snponly-arm64.efi", Class: "HTTPClient", NextServer: "10.77.0.1"}},
 		"iPXE over HTTP chosen": {req: httpX64, cfg: func(c *Config) { c.BootFiles = BootFiles{pxe.ArchUEFIX64HTTP: "ipxe.efi"} }, want: httpAnswer{File: "http://10.77.0.1:8080/boot/ipxe.efi", Opt67: "http://10.77.0.1:8080/boot/ipxe.efi", Class: "HTTPClient", NextServer: "10.77.0.1"}},
 		"a URL as is": {req: httpX64, cfg: func(c *Config) { c.BootFiles = BootFiles{pxe.ArchUEFIX64HTTP: "https://boot.example/x.efi"} },
 			want: httpAnswer{File: "https://boot.example/x.efi", Opt67: "https://boot.example/x.efi", Class: "HTTPClient", NextServer: "10.77.0.1"}},

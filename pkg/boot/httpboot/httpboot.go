@@ -77,8 +77,11 @@ type Config struct {
 	Discovery Discovery
 	// Stub is systemd's EFI stub the agent UKIs are assembled on (UEFI
 	// HTTP boot); default uki.EFIStub. Missing: /uki answers 503.
-	Stub   string
-	Logger *slog.Logger
+	Stub string
+	// StubARM64 is the stub for an arm64 agent kernel (the kernel's PE
+	// header decides); default uki.EFIStubARM64. Missing: 503 for arm64.
+	StubARM64 string
+	Logger    *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
@@ -123,6 +126,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Stub == "" {
 		cfg.Stub = uki.EFIStub
+	}
+	if cfg.StubARM64 == "" {
+		cfg.StubARM64 = uki.EFIStubARM64
 	}
 	if _, err := os.Stat(cfg.Stub); err != nil {
 		cfg.Logger.Warn("no EFI stub for agent UKIs: UEFI HTTP boot clients get 503 (apt-get install systemd-boot-efi)", "stub", cfg.Stub, "err", err)

@@ -18,7 +18,8 @@ import (
 
 // Agent UKIs for UEFI HTTP boot.
 //
-// The DHCP server sends x86-64 HTTP-boot firmware to /uki/MAC.efi. The
+// The DHCP server sends x86-64 and arm64 HTTP-boot firmware to /uki/MAC.efi
+// (the stub follows the architecture of the recipe's agent kernel). The
 // answer is one EFI application, systemd's stub with the agent's kernel,
 // initrd and command line in it, which the firmware runs itself: no iPXE,
 // no TFTP, no script.
@@ -139,12 +140,6 @@ func (h *Handler) ukiFor(m *machine.Machine, mac string) (ukiBoot, error) {
 // sendUKI assembles b's UKI and serves it (Range, HEAD; EDK2 asks HEAD
 // first for the size and type).
 func (h *Handler) sendUKI(w http.ResponseWriter, r *http.Request, b ukiBoot, log *slog.Logger) {
-	stub, err := os.ReadFile(h.cfg.Stub)
-	if err != nil {
-		log.Error("agent uki: no EFI stub", "stub", h.cfg.Stub, "err", err)
-		http.Error(w, "uki: the server has no EFI stub (apt-get install systemd-boot-efi)", http.StatusServiceUnavailable)
-		return
-	}
 	kernel, err := h.cfg.Artifacts.Open(b.kernel)
 	if err != nil {
 		log.Error("agent uki: opening the kernel", "sha256", b.kernel, "err", err)
@@ -152,6 +147,19 @@ func (h *Handler) sendUKI(w http.ResponseWriter, r *http.Request, b ukiBoot, log
 		return
 	}
 	defer kernel.Close()
+	// The stub must be of the kernel's architecture, which its PE header
+	// names (an arm64 recipe's agent kernel is an arm64 Image): the
+	// recipe decides, through its kernel, what the firmware gets.
+	stubPath, pkg := h.cfg.Stub, "systemd-boot-efi"
+	if arch, _ := uki.Arch(kernel); arch == uki.ArchARM64 {
+		stubPath, pkg = h.cfg.StubARM64, "systemd-boot-efi:arm64"
+	}
+	stub, err := os.ReadFile(stubPath)
+	if err != nil {
+		log.Error("agent uki: no EFI stub", "stub", stubPath, "err", err)
+		http.Error(w, "uki: the server has no EFI stub for this kernel (apt-get install "+pkg+")", http.StatusServiceUnavailable)
+		return
+	}
 	initrd, err := h.cfg.Artifacts.Open(b.initrd)
 	if err != nil {
 		log.Error("agent uki: opening the initrd", "sha256", b.initrd, "err", err)
@@ -172,7 +180,7 @@ func (h *Handler) sendUKI(w http.ResponseWriter, r *http.Request, b ukiBoot, log
 		Initrd: initrd, InitrdSize: is.Size(),
 	}.Sections()...)
 	if err != nil {
-		log.Error("agent uki: assembling", "stub", h.cfg.Stub, "err", err)
+		log.Error("agent uki: assembling", "stub", stubPath, "err", err)
 		http.Error(w, "uki: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -187,7 +195,7 @@ func (h *Handler) sendUKI(w http.ResponseWriter, r *http.Request, b ukiBoot, log
 	cw := &countingWriter{ResponseWriter: w, code: http.StatusOK}
 	start := time.Now()
 	serveFile(cw, r, img.Reader(), img.Size(), time.Time{})
-	log.Info("agent uki", "action", b.action, "code", cw.code, "size", img.Size(), "sent", cw.n,
+	log.Info("agent uki", "action", b.action, "stub", stubPath, "code", cw.code, "size", img.Size(), "sent", cw.n,
 		"duration", time.Since(start).Round(time.Millisecond), "cmdline", b.cmdline)
 }
 

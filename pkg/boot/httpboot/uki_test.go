@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"debug/pe"
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/uki/ukitest"
 )
 
 // ukiSections reads the sections a UKI adds to the stub.
@@ -178,5 +182,59 @@ func TestUKIAPIArgs(t *testing.T) {
 	want := "ingot.server=http://10.77.0.1:8080 ingot.api=https://10.77.0.1:8443 ingot.ca=" + fp + " ingot.mode=discovery ingot.mac=52:54:00:00:00:99"
 	if got := ukiSections(t, w.Body.Bytes())[".cmdline"]; w.Code != 200 || got != want {
 		t.Errorf("%d, .cmdline %q, want %q", w.Code, got, want)
+	}
+}
+
+// An arm64 agent kernel (its PE header says so) is put on the arm64 stub,
+// an x86-64 one on the x86-64 stub: the recipe's kernel decides what the
+// firmware gets. Without the arm64 stub, 503 naming its package.
+func TestUKIStubFollowsKernel(t *testing.T) {
+	ctx := context.Background()
+	pe := func(machineType uint16, text string) []byte {
+		b := ukitest.MinimalStub()
+		binary.LittleEndian.PutUint16(b[0x44:], machineType)
+		copy(b[0x400:], text)
+		return b
+	}
+	dir := t.TempDir()
+	stubX64, stubAA64 := filepath.Join(dir, "x64.stub"), filepath.Join(dir, "aa64.stub")
+	os.WriteFile(stubX64, pe(0x8664, "x64 stub"), 0o644)
+	os.WriteFile(stubAA64, pe(0xaa64, "aa64 stub"), 0o644)
+	arts, _ := artifact.Open(t.TempDir())
+	initrd, _ := arts.Put(ctx, strings.NewReader("initrd"))
+	for name, c := range map[string]struct {
+		kernel    []byte
+		stubARM64 string
+		code      int
+		want      string // the stub's text in the UKI, or the refusal
+	}{
+		"x86-64 kernel":         {pe(0x8664, "bzImage"), stubAA64, 200, "x64 stub"},
+		"arm64 kernel":          {pe(0xaa64, "Image"), stubAA64, 200, "aa64 stub"},
+		"not a PE kernel":       {[]byte("fake kernel"), stubAA64, 200, "x64 stub"},
+		"arm64, no arm64 stub":  {pe(0xaa64, "Image"), filepath.Join(dir, "missing"), 503, "systemd-boot-efi:arm64"},
+		"x86-64, no arm64 stub": {pe(0x8664, "bzImage"), filepath.Join(dir, "missing"), 200, "x64 stub"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			k, _ := arts.Put(ctx, bytes.NewReader(c.kernel))
+			rc := &recipe.Recipe{Name: "r", Version: "1"}
+			rc.OS.Agent = recipe.AgentBoot{Kernel: recipe.Artifact{SHA256: k.SHA256}, Initrd: recipe.Artifact{SHA256: initrd.SHA256}}
+			h, err := New(Config{ServerURL: "http://10.77.0.1:8080",
+				Machines: fakeMachines{"52:54:00:00:00:02": {ID: "m-2", Name: "n2", Recipe: "r", State: machine.StateProvisioning}},
+				Recipes:  func(string) (*recipe.Recipe, error) { return rc, nil }, Tokens: fixedToken("t"), Artifacts: arts,
+				Stub: stubX64, StubARM64: c.stubARM64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mux := http.NewServeMux()
+			h.Register(mux)
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, httptest.NewRequest("GET", "/uki/52-54-00-00-00-02.efi", nil))
+			if w.Code != c.code || !strings.Contains(w.Body.String(), c.want) {
+				t.Fatalf("%d %.80q, want %d with %q", w.Code, w.Body, c.code, c.want)
+			}
+			if c.code == 200 && ukiSections(t, w.Body.Bytes())[".linux"] != string(c.kernel) {
+				t.Error("the UKI's .linux is not the recipe's kernel")
+			}
+		})
 	}
 }
