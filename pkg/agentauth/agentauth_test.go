@@ -264,3 +264,15 @@ func FuzzParseARP(f *testing.F) {
 		}
 	})
 }
+
+// An InfiniBand (IPoIB) neighbour has a 20-byte address: it is no boot
+// NIC, so it is skipped, and the Ethernet entries around it still count.
+func TestParseARPSkipsIPoIB(t *testing.T) {
+	table := "IP address HW type Flags HW address Mask Device\n" +
+		"10.77.0.100 0x1 0x2 52:54:00:00:00:01 * br0\n" +
+		"192.168.100.7 0x20 0x2 80:00:02:08:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:6b:2c:91 * ib0\n"
+	ns, err := agentauth.ParseARP(strings.NewReader(table), "")
+	if err != nil || len(ns) != 1 || ns[0].MAC != "52:54:00:00:00:01" {
+		t.Errorf("neighbours %+v, %v; want only the Ethernet one", ns, err)
+	}
+}

@@ -102,6 +102,11 @@ func ParseARP(r io.Reader, iface string) ([]Neighbour, error) {
 		if err != nil {
 			return nil, fmt.Errorf("arp table line %d: %v", line, err)
 		}
+		if len(mac) != len("00:00:00:00:00:00") {
+			// Not an Ethernet neighbour (IPoIB's 20-byte addresses on a
+			// GPU fabric, an EUI-64): no boot NIC, nothing to tie.
+			continue
+		}
 		out = append(out, Neighbour{IP: ip, MAC: mac})
 	}
 	return out, sc.Err()
