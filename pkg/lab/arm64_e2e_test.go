@@ -33,28 +33,10 @@ func TestE2ELabARM64(t *testing.T) {
 		}
 	}
 	root := repoRoot(t)
-	bin, agent := binaries(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()
 	start := time.Now()
-	l, err := lab.Up(ctx, lab.Config{
-		Dir: t.TempDir(), Prefix: "ingot-arm", Binary: bin, AgentBinary: agent, AgentBinaryARM64: arm64Agent(t, root),
-		RepoRoot: root, VMs: []lab.VMSpec{lab.ARM64()}, DiskBytes: 1 << 30, Out: logWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"serve.log", "bmc.log"} {
-				b, _ := os.ReadFile(filepath.Join(l.State.Dir, f))
-				t.Logf("--- %s (tail)\n%s", f, tail(b, 6000))
-			}
-			b, _ := os.ReadFile(l.State.VMs[0].Console)
-			t.Logf("--- console (tail)\n%s", tail(b, 6000))
-		}
-		l.Down()
-	})
+	l := upLab(t, ctx, lab.Config{Prefix: "ingot-arm", AgentBinaryARM64: arm64Agent(t, root), VMs: []lab.VMSpec{lab.ARM64()}})
 	vm := l.State.VMs[0]
 	if vm.Arch != lab.ArchARM64 || l.State.ArtifactsARM64 == nil {
 		t.Fatalf("the lab made %+v, artifacts %v: want an arm64 VM and arm64 artifacts", vm, l.State.ArtifactsARM64)

@@ -29,28 +29,9 @@ func uefiHTTP(t *testing.T, siteDHCP string) {
 	if _, err := os.Stat(uki.EFIStub); err != nil {
 		t.Skipf("no EFI stub for the agent UKI (apt-get install systemd-boot-efi): %v", err)
 	}
-	root := repoRoot(t)
-	bin, agent := binaries(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{
-		Dir: t.TempDir(), Prefix: "ingot-http", Binary: bin, AgentBinary: agent, RepoRoot: root,
-		VMs: []lab.VMSpec{{Firmware: "uefi", FirmwareHTTP: true}}, SiteDHCP: siteDHCP, DiskBytes: 1 << 30, Out: logWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"serve.log", "bmc.log", "site-dhcp.log"} {
-				b, _ := os.ReadFile(filepath.Join(l.State.Dir, f))
-				t.Logf("--- %s (tail)\n%s", f, tail(b, 6000))
-			}
-			b, _ := os.ReadFile(l.State.VMs[0].Console)
-			t.Logf("--- console (tail)\n%s", tail(b, 4000))
-		}
-		l.Down()
-	})
+	l := upLab(t, ctx, lab.Config{Prefix: "ingot-http", VMs: []lab.VMSpec{{Firmware: "uefi", FirmwareHTTP: true}}, SiteDHCP: siteDHCP})
 	vm := l.State.VMs[0]
 	serveLog := func() string {
 		b, _ := os.ReadFile(filepath.Join(l.State.Dir, "serve.log"))

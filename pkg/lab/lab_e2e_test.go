@@ -493,3 +493,36 @@ func tail(b []byte, n int) string {
 	}
 	return string(b)
 }
+
+// upLab brings a lab up for a test: cfg gets a temporary Dir, the test's
+// binaries, the repository and the test's log; when the test fails, the
+// server's, BMCs' and site DHCP's logs and each VM's console are logged
+// (their tails), and the lab is taken down at the end either way.
+func upLab(t *testing.T, ctx context.Context, cfg lab.Config) *lab.Lab {
+	t.Helper()
+	cfg.RepoRoot = repoRoot(t)
+	cfg.Binary, cfg.AgentBinary = binaries(t, cfg.RepoRoot)
+	cfg.Dir, cfg.Out = t.TempDir(), logWriter{t}
+	if cfg.DiskBytes == 0 {
+		cfg.DiskBytes = 1 << 30
+	}
+	l, err := lab.Up(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"serve.log", "bmc.log", "site-dhcp.log"} {
+				if b, err := os.ReadFile(filepath.Join(l.State.Dir, f)); err == nil {
+					t.Logf("--- %s (tail)\n%s", f, tail(b, 6000))
+				}
+			}
+			for _, vm := range l.State.VMs {
+				b, _ := os.ReadFile(vm.Console)
+				t.Logf("--- console of %s (tail)\n%s", vm.Name, tail(b, 6000))
+			}
+		}
+		l.Down()
+	})
+	return l
+}

@@ -21,28 +21,9 @@ import (
 // from dnsmasq, and the first boot reported without an ingot lease.
 func TestE2ELabProxy(t *testing.T) {
 	netnstest.Need(t, "qemu-system-x86_64", "busybox", "dnsmasq")
-	root := repoRoot(t)
-	bin, agent := binaries(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{
-		Dir: t.TempDir(), Prefix: "ingot-proxy", Binary: bin, AgentBinary: agent, RepoRoot: root,
-		VMs: []lab.VMSpec{{Firmware: "bios"}}, SiteDHCP: "dnsmasq", DiskBytes: 1 << 30, Out: logWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"serve.log", "site-dhcp.log"} {
-				b, _ := os.ReadFile(filepath.Join(l.State.Dir, f))
-				t.Logf("--- %s (tail)\n%s", f, tail(b, 4000))
-			}
-			b, _ := os.ReadFile(l.State.VMs[0].Console)
-			t.Logf("--- console (tail)\n%s", tail(b, 3000))
-		}
-		l.Down()
-	})
+	l := upLab(t, ctx, lab.Config{Prefix: "ingot-proxy", VMs: []lab.VMSpec{{Firmware: "bios"}}, SiteDHCP: "dnsmasq"})
 	if !strings.Contains(strings.Join(l.State.ServeArgs, " "), "--dhcp proxy") {
 		t.Fatalf("serve runs with %q, want --dhcp proxy", l.State.ServeArgs)
 	}

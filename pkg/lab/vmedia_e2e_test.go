@@ -26,28 +26,9 @@ import (
 // ejected at hand-off and its URL stops answering when its job ends.
 func TestE2ELabVirtualMedia(t *testing.T) {
 	netnstest.Need(t, "qemu-system-x86_64", "busybox", "xorriso")
-	root := repoRoot(t)
-	bin, agent := binaries(t, root)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{
-		Dir: t.TempDir(), Prefix: "ingot-vmedia", Binary: bin, AgentBinary: agent, RepoRoot: root,
-		VMs: []lab.VMSpec{{Firmware: "bios"}}, Recipe: "lab-vmedia", DiskBytes: 1 << 30, Out: logWriter{t},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"serve.log", "bmc.log"} {
-				b, _ := os.ReadFile(filepath.Join(l.State.Dir, f))
-				t.Logf("--- %s (tail)\n%s", f, tail(b, 6000))
-			}
-			b, _ := os.ReadFile(l.State.VMs[0].Console)
-			t.Logf("--- console (tail)\n%s", tail(b, 4000))
-		}
-		l.Down()
-	})
+	l := upLab(t, ctx, lab.Config{Prefix: "ingot-vmedia", VMs: []lab.VMSpec{{Firmware: "bios"}}, Recipe: "lab-vmedia"})
 	vm := l.State.VMs[0]
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(l.State.Dir, name))
