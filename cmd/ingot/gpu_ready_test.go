@@ -186,7 +186,7 @@ func TestGPUReady(t *testing.T) {
 			n := nodes[name]
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			j, err := l.prov.engine.Wait(wctx, jobs[n.name])
+			j, err := l.prov.Engine.Wait(wctx, jobs[n.name])
 			if err != nil {
 				t.Fatalf("%s: job %s did not end: %v\nsimulation:\n%s", n.name, jobs[n.name], err, n.history())
 			}

@@ -88,7 +88,6 @@ type Store interface {
 	TokenByHash(ctx context.Context, hash string) (*store.Token, error)
 	ListTokens(ctx context.Context) ([]store.Token, error)
 	DeleteToken(ctx context.Context, hash string) error
-	AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error)
 }
 
 // Neighbour is one entry of the boot interface's neighbour table.
@@ -99,7 +98,10 @@ type Neighbour struct {
 
 // Config builds an Auth.
 type Config struct {
-	Store   Store
+	Store Store
+	// Record keeps security events on the machine's log (the fleet's
+	// Record); nil: they are only logged.
+	Record  func(ctx context.Context, ev machine.Event)
 	Binding Binding // default BindLease
 	// Neighbours lists the boot interface's neighbour table (BindNeighbour);
 	// see ReadARP.

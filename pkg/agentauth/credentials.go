@@ -261,9 +261,9 @@ func (a *Auth) foreign(ctx context.Context, t *store.Token, addr netip.Addr, wha
 	}
 	msg := fmt.Sprintf("refused a %s of %s credential %s from %s: it is bound to %s", what, t.Kind, t.ID, addr, bound)
 	a.log.Warn("security: credential from a foreign address", "machine", id, "job", t.JobID, "credential", t.ID, "address", addr, "bound", bound, "what", what)
-	if _, err := a.cfg.Store.AppendEvent(ctx, machine.Event{Machine: id, Time: a.now(), Actor: "agentauth", Kind: "security",
-		Message: msg, Fields: map[string]string{"job": t.JobID, "address": addr.String(), "credential": t.ID}}); err != nil {
-		a.log.Error("recording a security event", "machine", id, "err", err)
+	if a.cfg.Record != nil {
+		a.cfg.Record(ctx, machine.Event{Machine: id, Time: a.now(), Actor: "agentauth", Kind: "security",
+			Message: msg, Fields: map[string]string{"job": t.JobID, "address": addr.String(), "credential": t.ID}})
 	}
 	return fmt.Errorf("%w: %s", ErrForeign, msg)
 }

@@ -56,10 +56,9 @@ type Config struct {
 	// Credentials is where BMC credential references may point; an
 	// enrolment naming anything else is refused.
 	Credentials credential.Policy
-	// Secrets and Keys keep BMC credentials sealed in the store
-	// (secret:NAME references, SetSecret); nil: none are kept.
-	Secrets store.SecretStore
-	Keys    *secret.Keyring
+	// Keys seal the BMC credentials kept in the store (secret:NAME
+	// references, SetSecret); nil: none are kept.
+	Keys *secret.Keyring
 	// DialBMCAs opens a BMC session with given credentials, for password
 	// rotation; nil: RotateBMC fails.
 	DialBMCAs DialBMCAs
@@ -92,8 +91,8 @@ func New(cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Secrets != nil && cfg.Keys != nil {
-		s.sec = &secrets{store: cfg.Secrets, keys: cfg.Keys}
+	if cfg.Keys != nil {
+		s.sec = &secrets{store: cfg.Store, keys: cfg.Keys}
 	}
 	s.dialAs = cfg.DialBMCAs
 	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
@@ -112,7 +111,9 @@ func invalid(format string, args ...any) error {
 
 // event appends one event; a failure is logged, never hidden from the log.
 func (s *Service) event(ctx context.Context, ev machine.Event) {
-	ev.Time = s.now()
+	if ev.Time.IsZero() {
+		ev.Time = s.now()
+	}
 	if _, err := s.store.AppendEvent(ctx, ev); err != nil {
 		s.log.Error("recording event", "machine", ev.Machine, "kind", ev.Kind, "err", err)
 	}

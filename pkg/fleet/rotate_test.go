@@ -42,7 +42,7 @@ func rotationFleet(t *testing.T, b *passBMC) (*Service, store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Store: st, Secrets: st, Keys: keys,
+	s, err := New(Config{Store: st, Keys: keys,
 		Recipes:     func(string) (*recipe.Recipe, error) { return &recipe.Recipe{Name: "gpu"}, nil },
 		Credentials: credential.Policy{Dir: "/etc/ingot/bmc"},
 		DialBMCAs: func(_ context.Context, _ *machine.Machine, _, pass string) (BMCRotator, error) {

@@ -57,7 +57,7 @@ func uefiHTTP(t *testing.T, siteDHCP string) {
 		}
 		requireReady(t, ctx, l, res[0])
 		t.Logf("%s: %s", step, res[0].Restore())
-		took[step] = res[0].Status.Restore
+		took[step] = res[0].Status.Restore()
 		if ukiFetches() <= before {
 			t.Errorf("%s: serve.log shows no agent UKI sent to %s's firmware", step, vm.MAC)
 		}

@@ -14,10 +14,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/client"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // start lays out the server's data, starts the BMCs and ingot serve in the
@@ -28,9 +29,6 @@ func (l *Lab) start(ctx context.Context) error {
 		return err
 	}
 	if err := l.writeRecipes(); err != nil {
-		return err
-	}
-	if err := l.createToken(ctx, data); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
@@ -55,6 +53,9 @@ func (l *Lab) start(ctx context.Context) error {
 		"--discovery-cmdline", "console=ttyS0",
 		"--bmc-credentials-dir", l.cfg.Dir)...)
 	if err := l.StartServe(ctx); err != nil {
+		return err
+	}
+	if err := l.takeToken(ctx, data); err != nil {
 		return err
 	}
 	return l.enroll(ctx)
@@ -203,17 +204,24 @@ func sub(m map[string]any, k string) map[string]any {
 	return v
 }
 
-func (l *Lab) createToken(ctx context.Context, data string) error {
-	s, err := store.Open(filepath.Join(data, "ingot.db"), store.Options{Timeout: 5 * time.Second})
+// takeToken makes the lab's operator token through the API, as a user
+// would, with the first token serve wrote on its first start
+// (DATA/admin.token): the lab never opens the store itself.
+func (l *Lab) takeToken(ctx context.Context, data string) error {
+	first, err := os.ReadFile(filepath.Join(data, wire.BootstrapTokenFile))
+	if err != nil {
+		return fmt.Errorf("reading the first operator token ingot serve writes on its first start: %w", err)
+	}
+	c, err := client.New(client.Config{Server: l.State.APIURL, Token: strings.TrimSpace(string(first)), HTTP: l.HTTP})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	// The first operator token is made offline, before serve holds the
-	// database, as `ingot admin token create` does.
-	secret, _, err := fleet.CreateToken(ctx, s, "lab", fleet.ScopeOperator, 0, time.Now())
-	l.State.Token = secret
-	return err
+	made, err := c.CreateToken(ctx, "lab", fleet.ScopeOperator, 0)
+	if err != nil {
+		return fmt.Errorf("making the lab's operator token: %w", err)
+	}
+	l.State.Token, l.client = made.Secret, nil
+	return l.save()
 }
 
 // enroll adds each VM through the API with its BMC.
