@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -18,7 +19,9 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := cpuProfile(os.Getenv("INGOT_CPUPROFILE"))
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	var ee exitError
 	switch {
@@ -107,4 +110,24 @@ func usage(w io.Writer) {
 func runVersion(_ context.Context, e *env, _ []string) error {
 	fmt.Fprintln(e.stdout, version)
 	return nil
+}
+
+// cpuProfile writes a CPU profile of the whole run to path (the
+// INGOT_CPUPROFILE variable, for finding where a benchmark's time goes);
+// "" profiles nothing.
+func cpuProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ingot: INGOT_CPUPROFILE:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "ingot: INGOT_CPUPROFILE:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

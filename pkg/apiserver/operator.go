@@ -59,15 +59,25 @@ func page[T any](w http.ResponseWriter, r *http.Request, items []T, key func(T) 
 	return items, nil
 }
 
+// listMachines pages in the store (name order): a page of a large fleet
+// reads that page's machines, one more to know whether another follows.
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principal) error {
 	q := r.URL.Query()
-	ms, err := s.fleet.List(r.Context(), fleet.Filter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack")})
+	f := fleet.Filter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack"), After: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errorf(http.StatusBadRequest, "query parameter limit %q: expected a positive number", v)
+		}
+		f.Limit = n + 1
+	}
+	ms, err := s.fleet.List(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(ms, func(a, b machine.Machine) int { return strings.Compare(a.Name, b.Name) })
-	if ms, err = page(w, r, ms, func(m machine.Machine) string { return m.Name }); err != nil {
-		return err
+	if f.Limit > 0 && len(ms) == f.Limit {
+		ms = ms[:f.Limit-1]
+		w.Header().Set(NextHeader, ms[len(ms)-1].Name)
 	}
 	writeJSON(w, 200, nonNil(ms))
 	return nil

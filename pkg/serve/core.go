@@ -122,8 +122,14 @@ func (c *Parts) buildRecipes(context.Context) (err error) {
 	return err
 }
 
+// storeBatchDelay is how long a write waits for others to share its
+// commit: API clients answered in about a millisecond come back within
+// it, and a lone writer loses little (BenchmarkAPIFleetScale: 16 clients
+// enrol 1,150/s at 2 ms, 905/s at bbolt's default 10 ms).
+const storeBatchDelay = 2 * time.Millisecond
+
 func (c *Parts) openStore(ctx context.Context) error {
-	st, err := backends.Open(ctx, c.cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: c.log})
+	st, err := backends.Open(ctx, c.cfg.DB, store.Options{Timeout: 5 * time.Second, Logger: c.log, BatchDelay: storeBatchDelay})
 	if err != nil {
 		return err
 	}

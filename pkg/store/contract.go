@@ -59,7 +59,9 @@ import (
 //     step, failing with ErrStale (CheckRevision) when Rev is not the
 //     current revision, without calling Edit.
 //
-// An implementation SHOULD return ListMachines sorted by name. Edit MAY be
+// An implementation MUST return ListMachines sorted by name, the filter's
+// After and Limit applied after its other fields (a page of a large fleet
+// SHOULD cost about what its machines cost, not the fleet). Edit MAY be
 // called more than once (a backend that retries on contention calls it on
 // a fresh copy each time), so it SHOULD only edit its argument.
 //

@@ -166,6 +166,10 @@ type MachineFilter struct {
 	Recipe string
 	State  machine.State
 	Rack   string
+	// After and Limit page the list (in name order): only machines whose
+	// name sorts after After, at most Limit of them (0: all).
+	After string
+	Limit int
 }
 
 // Secret is a sealed secret: Sealed is pkg/secret's ciphertext, KeyID the

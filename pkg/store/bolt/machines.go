@@ -3,10 +3,8 @@ package bolt
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 
 	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -108,23 +106,38 @@ func (b *Store) machineByIndex(ctx context.Context, idx []byte, what, key string
 func (b *Store) ListMachines(ctx context.Context, f store.MachineFilter) ([]machine.Machine, error) {
 	var out []machine.Machine
 	err := b.view(ctx, func(tx *bbolt.Tx) error {
-		return tx.Bucket(bMachines).ForEach(func(k, v []byte) error {
+		ms := tx.Bucket(bMachines)
+		c := tx.Bucket(bIdxName).Cursor()
+		k, id := c.First()
+		if f.After != "" {
+			if k, id = c.Seek([]byte(f.After)); k != nil && string(k) == f.After {
+				k, id = c.Next()
+			}
+		}
+		for ; k != nil && (f.Limit <= 0 || len(out) < f.Limit); k, id = c.Next() {
 			var m machine.Machine
-			if err := json.Unmarshal(v, &m); err != nil {
-				return fmt.Errorf("decoding machine %s: %w", k, err)
+			if ok, err := getJSON(ms, id, &m); err != nil || !ok {
+				return fmt.Errorf("machine %q of name %q: %w", id, k, errors.Join(err, errIndexDangles(ok)))
 			}
 			if (f.Recipe == "" || m.Recipe == f.Recipe) && (f.State == "" || m.State == f.State) &&
 				(f.Rack == "" || m.Rack == f.Rack) {
 				out = append(out, m)
 			}
-			return nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing machines: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// errIndexDangles is the error of an index entry whose record is gone.
+func errIndexDangles(found bool) error {
+	if found {
+		return nil
+	}
+	return fmt.Errorf("the name index names a machine that is not there: %w", store.ErrDamaged)
 }
 
 // ChangeMachine runs c.Edit on a copy of the machine and stores the result

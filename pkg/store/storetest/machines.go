@@ -324,12 +324,17 @@ func machineList(t *testing.T, e env) {
 		f    store.MachineFilter
 		want []string
 	}{
-		"all":             {store.MachineFilter{}, []string{"gpu-01", "gpu-02", "gpu-03"}},
-		"recipe":          {store.MachineFilter{Recipe: "h100"}, []string{"gpu-01", "gpu-03"}},
-		"rack":            {store.MachineFilter{Rack: "r1"}, []string{"gpu-02", "gpu-03"}},
-		"state":           {store.MachineFilter{State: machine.StateEnrolled}, []string{"gpu-01", "gpu-02"}},
-		"recipe and rack": {store.MachineFilter{Recipe: "h100", Rack: "r1"}, []string{"gpu-03"}},
-		"none":            {store.MachineFilter{Recipe: "b200"}, []string{}},
+		"all":              {store.MachineFilter{}, []string{"gpu-01", "gpu-02", "gpu-03"}},
+		"recipe":           {store.MachineFilter{Recipe: "h100"}, []string{"gpu-01", "gpu-03"}},
+		"rack":             {store.MachineFilter{Rack: "r1"}, []string{"gpu-02", "gpu-03"}},
+		"state":            {store.MachineFilter{State: machine.StateEnrolled}, []string{"gpu-01", "gpu-02"}},
+		"recipe and rack":  {store.MachineFilter{Recipe: "h100", Rack: "r1"}, []string{"gpu-03"}},
+		"none":             {store.MachineFilter{Recipe: "b200"}, []string{}},
+		"first page":       {store.MachineFilter{Limit: 2}, []string{"gpu-01", "gpu-02"}},
+		"next page":        {store.MachineFilter{After: "gpu-02", Limit: 2}, []string{"gpu-03"}},
+		"after a gap":      {store.MachineFilter{After: "gpu-01a"}, []string{"gpu-02", "gpu-03"}},
+		"after the last":   {store.MachineFilter{After: "gpu-03"}, []string{}},
+		"page of a recipe": {store.MachineFilter{Recipe: "h100", After: "gpu-01", Limit: 1}, []string{"gpu-03"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
