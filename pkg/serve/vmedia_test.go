@@ -50,12 +50,7 @@ type mediaFixture struct {
 
 func newMediaFixture(t *testing.T) *mediaFixture {
 	t.Helper()
-	if err := iso.Check(); err != nil {
-		if netnstest.RequireAll() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	netnstest.NeedNoError(t, "virtual media CDs", iso.Check())
 	dir := t.TempDir()
 	arts, err := artifact.Open(filepath.Join(dir, "artifacts"))
 	if err != nil {
