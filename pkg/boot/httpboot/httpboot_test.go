@@ -290,3 +290,23 @@ func TestBootFilesMetricsHealth(t *testing.T) {
 		}
 	}
 }
+
+// Only 6-byte MACs: /ipxe?mac= with an EUI-64 or an IPoIB address is 400
+// naming the length (before, the 8-byte MAC was taken as an unknown
+// machine and got the discovery script), /uki/ with one is 404.
+func TestOnlyEthernetMACs(t *testing.T) {
+	f := newFixture(t, UnknownDiscover)
+	for _, mac := range []string{"00:00:00:00:fe:80:00:00", "80:00:02:08:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:6b:2c:91", "52:54:00:00:00"} {
+		resp, body := f.get(t, "/ipxe?mac="+mac, nil)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "expected six hex bytes") {
+			t.Errorf("/ipxe?mac=%s: %d %q, want 400 naming six bytes", mac, resp.StatusCode, body)
+		}
+		resp, _ = f.get(t, "/uki/"+strings.ReplaceAll(mac, ":", "-")+".efi", nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("/uki/ with %s: %d, want 404", mac, resp.StatusCode)
+		}
+	}
+	if resp, _ := f.get(t, "/ipxe?mac=52-54-00-00-00-01", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/ipxe with a 6-byte MAC in dashes: %d", resp.StatusCode)
+	}
+}
