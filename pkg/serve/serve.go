@@ -186,6 +186,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	}
 	hb, err := httpboot.New(httpboot.Config{
 		ServerURL:     publicURL,
+		Limit:         d.PublicLimit,
 		Machines:      d.Store,
 		Recipes:       d.Recipes,
 		Tokens:        d.Tokens,
@@ -207,7 +208,7 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 	if d.Media != nil {
 		// The BMC fetches CDs where firmware fetches its files.
 		d.Media.bind(publicURL, addrs.APIURL, addrs.CA)
-		d.Media.Register(mux)
+		d.Media.Register(mux, d.PublicLimit)
 	}
 	apiMux := mux
 	if apiLn != nil {

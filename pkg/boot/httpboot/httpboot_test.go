@@ -52,16 +52,16 @@ type fixture struct {
 }
 
 // newFixture serves a Handler on a real loopback listener (httptest).
-func newFixture(t *testing.T, unknown string) *fixture {
+func newFixture(t *testing.T, unknown string, opts ...func(*Config)) *fixture {
 	t.Helper()
-	f, mux := newMux(t, unknown)
+	f, mux := newMux(t, unknown, opts...)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
 // newMux builds the fixture's Handler and its mux, not yet served.
-func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
+func newMux(t testing.TB, unknown string, opts ...func(*Config)) (*fixture, *http.ServeMux) {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{reg: prometheus.NewRegistry(), bootDir: t.TempDir()}
@@ -90,7 +90,7 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 		"52:54:00:00:00:04": {ID: "m-0004", Name: "node4", Recipe: "missing", State: machine.StateReimaging},
 		"52:54:00:00:00:05": {ID: "m-0005", Name: "node5", State: machine.StateDiscovered},
 	}
-	h, err := New(Config{
+	cfg := Config{
 		ServerURL: "http://10.77.0.1:8080",
 		Machines:  machines,
 		Recipes: func(name string) (*recipe.Recipe, error) {
@@ -107,7 +107,11 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 		Stub:       f.stub,
 		Registerer: f.reg,
 		Gatherer:   f.reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
