@@ -26,9 +26,6 @@ import (
 // BMC and what its agent sees) or its installed OS, the waivers an operator
 // gives it, and how its reimage must end.
 type gpuReadyCase struct {
-	// skip: the promise is not enforced yet; the case is written out so
-	// that deleting this line enables it.
-	skip   string
 	recipe string // default gpu-train-h100x8
 	node   func(*hgxSpec)
 	os     func(*hgxOS)
@@ -139,9 +136,6 @@ func TestGPUReady(t *testing.T) {
 	var setups []*setup
 	for i, name := range names {
 		c := cases[name]
-		if c.skip != "" {
-			continue
-		}
 		s := &setup{name: name, recipe: c.recipe, spec: defaultHGX(i + 1), os: defaultHGXOS(), root: t.TempDir()}
 		if c.node != nil {
 			c.node(&s.spec)
@@ -180,9 +174,6 @@ func TestGPUReady(t *testing.T) {
 	for _, name := range names {
 		c := cases[name]
 		t.Run(name, func(t *testing.T) {
-			if c.skip != "" {
-				t.Skip(c.skip)
-			}
 			n := nodes[name]
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()

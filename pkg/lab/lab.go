@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/client"
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/netns"
 )
 
@@ -327,7 +328,9 @@ func (l *Lab) save() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(l.cfg.Dir, stateFile), b, 0o600)
+	// Readers in other processes (the virtual BMCs, status) must never
+	// see it half-written: a temporary file renamed over it.
+	return durable.WriteFile(filepath.Join(l.cfg.Dir, stateFile), b, 0o600)
 }
 
 // Open attaches to a lab that `ingot lab up` left running.

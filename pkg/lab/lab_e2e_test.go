@@ -336,7 +336,7 @@ func requireBootPortAndNeighbour(t *testing.T, ctx context.Context, l *lab.Lab, 
 		if !n.Boot {
 			t.Errorf("%s: NIC %s is not marked as the boot port: %+v", vm.Name, n.Name, n)
 		}
-		if _, err := exec.LookPath("lldpd"); err == nil && (n.LLDP == nil || n.LLDP.SystemName != lab.LLDPName) {
+		if netnstest.HavePrograms(t, "lldpd") && (n.LLDP == nil || n.LLDP.SystemName != lab.LLDPName) {
 			t.Errorf("%s: NIC %s heard no LLDP from the lab bridge (want system %q): %+v", vm.Name, n.Name, lab.LLDPName, n.LLDP)
 		}
 		return
@@ -450,7 +450,7 @@ func requireDiskHoldsImage(t *testing.T, vm lab.VM, p lab.Pins) {
 			t.Fatalf("%s: disk bytes %d-%d differ from the image's (outside the root partition %d-%d)", vm.Name, r[0], r[1], start, end)
 		}
 	}
-	if _, err := exec.LookPath("debugfs"); err != nil {
+	if !netnstest.HavePrograms(t, "debugfs") {
 		return
 	}
 	requireRootLacks(t, vm, p, "/etc/ingot", "firstboot.env")

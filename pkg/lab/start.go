@@ -17,6 +17,7 @@ import (
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/client"
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
@@ -31,7 +32,7 @@ func (l *Lab) start(ctx context.Context) error {
 	if err := l.writeRecipes(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
+	if err := durable.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
 		return err
 	}
 	if _, err := l.spawn("bmc", "lab", "bmc", "--dir", l.cfg.Dir); err != nil {
@@ -161,7 +162,7 @@ func (l *Lab) writeRecipes() error {
 		if err != nil {
 			return fmt.Errorf("pinning %s: %w", e.Name(), err)
 		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+		if err := durable.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -245,7 +246,7 @@ func (l *Lab) enroll(ctx context.Context) error {
 		return err
 	}
 	cred := fmt.Sprintf("username=%s\npassword=%s\n", bmcUser, strings.TrimSpace(string(pw)))
-	return os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
+	return durable.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
 }
 
 // RewriteRecipe changes the lab's pinned recipe and restarts ingot serve so
@@ -265,7 +266,7 @@ func (l *Lab) RewriteRecipe(fn func(map[string]any)) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p, out, 0o644); err != nil {
+	if err := durable.WriteFile(p, out, 0o644); err != nil {
 		return err
 	}
 	if err := l.KillServe(); err != nil {
@@ -307,7 +308,7 @@ func (l *Lab) startLLDP() {
 		return
 	}
 	conf := filepath.Join(dir, "lldpd.conf")
-	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(conf, []byte(lldpdConf), 0o644)); err != nil {
+	if err := errors.Join(os.Chmod(dir, 0o755), durable.WriteFile(conf, []byte(lldpdConf), 0o644)); err != nil {
 		warn(err)
 		return
 	}

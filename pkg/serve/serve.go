@@ -257,6 +257,7 @@ func (b *binding) tftp() error {
 func (b *binding) http() error {
 	hb, err := httpboot.New(httpboot.Config{
 		ServerURL:     b.publicURL,
+		Limit:         b.d.PublicLimit,
 		Machines:      b.d.Store,
 		Recipes:       b.d.Recipes,
 		Tokens:        b.d.Tokens,
@@ -278,7 +279,7 @@ func (b *binding) http() error {
 	if b.d.Media != nil {
 		// The BMC fetches CDs where firmware fetches its files.
 		b.d.Media.bind(b.publicURL, b.addrs.APIURL, b.addrs.CA)
-		b.d.Media.Register(mux)
+		b.d.Media.Register(mux, b.d.PublicLimit)
 	}
 	apiMux := mux
 	if b.apiLn != nil {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/bolt"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
@@ -631,7 +632,7 @@ func tail(path string) string {
 func ingotBin(b *testing.B) string {
 	bin := os.Getenv("INGOT_BIN")
 	if bin == "" {
-		b.Skip("INGOT_BIN must name an ingot binary (make build; make bench sets it)")
+		netnstest.Missing(b, "INGOT_BIN must name an ingot binary (make build; make bench sets it)")
 	}
 	return bin
 }

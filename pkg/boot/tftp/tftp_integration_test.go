@@ -44,10 +44,8 @@ func twoNS(t testing.TB) (srv, cli *netns.NS) {
 // socket per transfer from a goroutine, so the whole process must live in
 // the namespace). It skips unless INGOT_TFTP_HELPER_DIR is set.
 func TestIntegrationHelperServer(t *testing.T) {
-	dir, addr := os.Getenv("INGOT_TFTP_HELPER_DIR"), os.Getenv("INGOT_TFTP_HELPER_ADDR")
-	if dir == "" {
-		t.Skip("helper process for the TFTP integration tests")
-	}
+	dir := netnstest.Optional(t, "INGOT_TFTP_HELPER_DIR", "the helper process of the TFTP integration tests (they set it)")
+	addr := os.Getenv("INGOT_TFTP_HELPER_ADDR")
 	files, err := bootfiles.New([]string{dir}, nil)
 	if err != nil {
 		t.Fatal(err)
