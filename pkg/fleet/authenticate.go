@@ -44,11 +44,12 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (Operator, er
 	switch {
 	case t.Revoked:
 		return Operator{}, fmt.Errorf("%w: token %s was revoked", ErrUnauthorized, t.ID)
-	case !t.Expires.IsZero() && s.now().After(t.Expires):
+	case s.tokenLife.Ended(t.Created, t.Expires, s.now()):
 		if err := s.store.DeleteToken(ctx, t.Hash); err == nil {
 			s.log.Info("expired token removed at its use", "token", t.ID, "name", t.Name)
 		}
-		return Operator{}, fmt.Errorf("%w: token %s expired at %s", ErrUnauthorized, t.ID, t.Expires.Format(time.RFC3339))
+		return Operator{}, fmt.Errorf("%w: token %s expired at %s", ErrUnauthorized, t.ID,
+			s.tokenLife.EndsAt(t.Created, t.Expires).Format(time.RFC3339))
 	}
 	if t.JobID != "" {
 		if j, err := s.store.GetJob(ctx, t.JobID); err != nil || j.State != store.JobRunning {

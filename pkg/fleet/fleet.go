@@ -23,6 +23,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/tokenlife"
 )
 
 // Errors callers classify with errors.Is.
@@ -62,6 +63,9 @@ type Config struct {
 	// DialBMCAs opens a BMC session with given credentials, for password
 	// rotation; nil: RotateBMC fails.
 	DialBMCAs DialBMCAs
+	// TokenMaxTTL is the longest an operator token may live: a longer
+	// lifetime is refused, and older tokens end there (0: a year).
+	TokenMaxTTL time.Duration
 	// MaxDiscovered bounds the machines discovery keeps in state
 	// discovered (default 1000): a flood of made-up MACs on the boot
 	// network cannot fill the store.
@@ -78,8 +82,10 @@ type Service struct {
 	sec     *secrets
 	dialAs  DialBMCAs
 	rotMu   sync.Mutex // one BMC password rotation at a time
-	log     *slog.Logger
-	now     func() time.Time
+	// tokenLife bounds operator tokens' lifetimes.
+	tokenLife tokenlife.Policy
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 // New builds a Service; Store and Recipes are required.
@@ -95,6 +101,7 @@ func New(cfg Config) (*Service, error) {
 		s.sec = &secrets{store: cfg.Store, keys: cfg.Keys}
 	}
 	s.dialAs = cfg.DialBMCAs
+	s.tokenLife = tokenlife.Policy{Default: DefaultTokenTTL, Max: cfg.TokenMaxTTL}
 	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
 	if s.now == nil {
 		s.now = time.Now

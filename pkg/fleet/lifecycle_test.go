@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
@@ -73,3 +74,36 @@ func TestLifecycleWalk(t *testing.T) {
 }
 
 func noRecipe(name string) (*recipe.Recipe, error) { return nil, fmt.Errorf("no recipe %s", name) }
+
+// Operator tokens live at most TokenMaxTTL: a longer one is refused at
+// creation, and one stored with a longer life ends there (refused and
+// removed at its use).
+func TestTokenMaxLifetime(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t)
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := New(Config{Store: st, Recipes: noRecipe, Now: clock, TokenMaxTTL: 7 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.CreateToken(ctx, "century", ScopeOperator, 100*365*24*time.Hour, "test"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a 100-year token: %v; want ErrInvalid", err)
+	}
+	_, def, err := s.CreateToken(ctx, "default", ScopeOperator, 0, "test")
+	if err != nil || !def.Expires.Equal(now.Add(7*24*time.Hour)) {
+		t.Errorf("a default token under a 7-day maximum: %+v, %v; want it to end in 7 days", def, err)
+	}
+	// A token made before the limit (by the package function: a year).
+	secret, old, err := CreateToken(ctx, st, "old", ScopeOperator, 300*24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(8 * 24 * time.Hour)
+	if _, err := s.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("a token past the maximum (expires %s): %v; want it refused", old.Expires, err)
+	}
+	if _, err := st.TokenByHash(ctx, old.Hash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the ended token is still stored: %v", err)
+	}
+}

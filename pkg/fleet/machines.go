@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -196,11 +195,11 @@ func checkNew(m *machine.Machine) error {
 // normalizeMAC accepts a 6-byte Ethernet MAC only (net.ParseMAC also takes
 // 8- and 20-byte hardware addresses, which no boot NIC has).
 func normalizeMAC(mac string) (string, error) {
-	hw, err := net.ParseMAC(strings.TrimSpace(mac))
-	if err != nil || len(hw) != 6 {
-		return "", invalid("MAC %q: expected six hex bytes like 52:54:00:12:34:56", mac)
+	n, err := machine.NormalizeMAC(mac)
+	if err != nil {
+		return "", invalid("MAC %q: %v; expected six hex bytes like 52:54:00:12:34:56", mac, err)
 	}
-	return hw.String(), nil
+	return n, nil
 }
 
 // CheckName accepts DNS-style names (RFC 1123): lower-case letters, digits,

@@ -2,13 +2,14 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/durable"
 
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -35,20 +36,17 @@ func bootstrapToken(ctx context.Context, st store.Store, data string, log *slog.
 		}
 	}
 	path := filepath.Join(data, wire.BootstrapTokenFile)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("bootstrap token: %w", err)
-	}
 	secret, t, err := fleet.CreateToken(ctx, st, "admin", fleet.ScopeOperator, bootstrapTTL, time.Now())
-	if err == nil {
-		_, err = fmt.Fprintln(f, secret)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		os.Remove(path)
 		return fmt.Errorf("bootstrap token: %w", err)
+	}
+	// Whole or not at all: the CLI (or the lab) may read the file while it
+	// is written. A token nobody can read is deleted again.
+	if err := durable.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		if derr := st.DeleteToken(ctx, t.Hash); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return fmt.Errorf("bootstrap token: writing %s: %w", path, err)
 	}
 	log.Warn("first start: an operator token was created; its secret is in the file (root only). Make your own with 'ingot token create NAME' and delete the file",
 		"token", t.ID, "file", path)

@@ -160,6 +160,7 @@ func (c *Parts) buildFleet(ctx context.Context) error {
 		getenv = os.Getenv
 	}
 	fl, err := fleet.New(fleet.Config{Store: c.Store, Recipes: c.recipes.Get, Logger: c.log.With("service", "fleet"), Keys: c.keys,
+		TokenMaxTTL: c.cfg.TokenMaxTTL,
 		Credentials: credential.Policy{Dir: c.cfg.BMCCredentialsDir, EnvPrefix: c.cfg.BMCCredentialEnvPrefix, Getenv: getenv},
 		DialBMC:     c.bmcs.inspect, DialBMCAs: c.bmcs.rotate})
 	if err != nil {
