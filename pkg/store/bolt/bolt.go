@@ -92,11 +92,22 @@ func (b *Store) Close() error {
 	return nil
 }
 
-// Check runs bbolt's consistency check on the open file and returns every
-// problem found, joined. bbolt's free page list is shared with the writers,
-// so a write committed during the check can show as a problem that is
-// not there: run it while nothing writes (ingot admin check does, offline).
+// Check reads every page the file's meta reaches with plain reads (so a
+// damaged one is named, never followed), then runs bbolt's consistency
+// check on the open file, and returns every problem found, joined. bbolt's
+// free page list is shared with the writers, so a write committed during
+// the check can show as a problem that is not there: run it while nothing
+// writes (ingot admin check does, offline).
 func (b *Store) Check(ctx context.Context) error {
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	if err := checkMetaHeaders(b.path); err != nil {
+		return err
+	}
+	if err := checkFile(b.path); err != nil {
+		return err
+	}
 	return b.view(ctx, func(tx *bbolt.Tx) error {
 		var errs []error
 		for err := range tx.Check() {
@@ -153,7 +164,7 @@ func (b *Store) batch(ctx context.Context, fn func(*bbolt.Tx) error) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
-	return b.mapErr(guard(b.path, func() error { return b.db.Batch(fenced(ctx, fn)) }))
+	return b.mapErr(guard(b.path, func() error { return b.db.Batch(faultSafe(b.path, fenced(ctx, fn))) }))
 }
 
 // fenced is fn after a check of every fence in ctx, in the same

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"os"
+	"runtime/debug"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -26,6 +27,8 @@ const (
 
 type boltMeta struct {
 	pageSize uint32
+	root     uint64 // the root bucket's page
+	freelist uint64 // the free list's page (noFreelist: none kept)
 	pgid     uint64 // pages the file holds: the high-water mark
 	txid     uint64
 }
@@ -47,7 +50,8 @@ func parseMeta(page []byte) (boltMeta, error) {
 	case le.Uint64(m[metaSumEnd:]) != h.Sum64():
 		return boltMeta{}, errors.New("checksum mismatch")
 	}
-	return boltMeta{pageSize: le.Uint32(m[8:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, nil
+	return boltMeta{pageSize: le.Uint32(m[8:]), root: le.Uint64(m[16:]), freelist: le.Uint64(m[32:]), pgid: le.Uint64(m[40:]),
+		txid: le.Uint64(m[48:])}, nil
 }
 
 // checkFile checks, before bbolt maps the file, that a valid meta page
@@ -95,6 +99,41 @@ func checkFile(path string) error {
 		return damaged(path, fmt.Sprintf("it is %d bytes but its meta page (txid %d) counts %d pages of %d bytes (%d bytes): truncated",
 			fi.Size(), best.txid, best.pgid, best.pageSize, need))
 	}
+	if best.pageSize < 512 || best.pageSize > 1<<16 {
+		return damaged(path, fmt.Sprintf("its meta page (txid %d) says pages are %d bytes", best.txid, best.pageSize))
+	}
+	if err := checkPages(path, best, best.root, best.freelist); err != nil {
+		return damaged(path, err.Error())
+	}
+	return nil
+}
+
+// checkMetaHeaders checks the page headers of the two meta pages, which
+// their checksum does not cover: bbolt's own check asserts them on a
+// goroutine of its own, where a bad one would crash the process.
+func checkMetaHeaders(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	if _, err := io.ReadFull(f, head); err != nil {
+		return damaged(path, "it is shorter than a meta page")
+	}
+	size := int64(4096)
+	if m, err := parseMeta(head); err == nil && m.pageSize >= 512 && m.pageSize <= 1<<16 {
+		size = int64(m.pageSize)
+	}
+	for id := range int64(2) {
+		h := make([]byte, pageHeaderSize)
+		if _, err := f.ReadAt(h, id*size); err != nil {
+			return damaged(path, fmt.Sprintf("meta page %d: %v", id, err))
+		}
+		if got, flags := binary.LittleEndian.Uint64(h), binary.LittleEndian.Uint16(h[8:]); got != uint64(id) || flags != metaPage {
+			return damaged(path, fmt.Sprintf("meta page %d's header says page %d of type %#x", id, got, flags))
+		}
+	}
 	return nil
 }
 
@@ -122,13 +161,23 @@ func walkBucket(b *bbolt.Bucket) error {
 	})
 }
 
-// guard runs fn and turns a panic inside bbolt (a damaged page it read)
-// into ErrDamaged naming the file.
+// guard runs fn and turns a panic inside bbolt (a damaged page it read),
+// or a memory fault (a damaged page that sent it outside the map), into
+// ErrDamaged naming the file. Faults become panics only on goroutines
+// that ask (debug.SetPanicOnFault): this one does for fn; faultSafe does
+// it on the goroutine bbolt runs a batch on.
 func guard(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
 			err = damaged(path, fmt.Sprintf("reading it failed: %v", p))
 		}
 	}()
 	return fn()
+}
+
+// faultSafe is guard for transactions bbolt may run on a goroutine of its
+// own (db.Batch): fn, with panics and memory faults turned into ErrDamaged.
+func faultSafe(path string, fn func(*bbolt.Tx) error) func(*bbolt.Tx) error {
+	return func(tx *bbolt.Tx) error { return guard(path, func() error { return fn(tx) }) }
 }
