@@ -80,10 +80,8 @@ func (t *dcgmTable) line(n int, s string) error {
 			return lineErr(toolDCGM, n, s, "expected two table columns")
 		}
 		return t.row(n, s, strings.TrimSpace(cells[0]), cells[1])
-	case s != "":
-		return lineErr(toolDCGM, n, s, "expected a table row")
 	}
-	return nil
+	return nil // not the table's: a notice or stderr between its rows
 }
 
 // row handles one "| name | cell |" row. cell keeps its padding: a wrapped
@@ -96,6 +94,8 @@ func (t *dcgmTable) row(n int, s, name, cell string) error {
 			t.res.Version = value
 		case "Driver Version Detected":
 			t.res.DriverVersion = value
+		case "GPU Device IDs Detected":
+			t.res.GPUs = len(strings.Split(value, ","))
 		}
 		return nil
 	}
