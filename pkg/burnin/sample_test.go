@@ -29,7 +29,7 @@ func TestParseGPUSamples(t *testing.T) {
 			in: []byte("3, 00000000:5D:00.0, [N/A], [Not Supported], [N/A]\n"), samples: 1,
 			first: GPUSample{Index: 3, PCIBusID: "00000000:5D:00.0"},
 		},
-		"bad bitmask":   {in: []byte("0, 00000000:18:00.0, 40, 70.1, 48\n"), err: &wantErr{line: 1, text: "expected 0x<hex>"}},
+		"bad bitmask": {in: []byte("0, 00000000:18:00.0, 40, 70.1, 48\n"), err: &wantErr{line: 1, text: "expected 0x<hex>"}},
 		// A line that does not start with a GPU index is not a sample: a header, a driver warning.
 		"header and warning lines are skipped": {in: []byte("index, pci.bus_id, temperature.gpu, power.draw, clocks_throttle_reasons.active\n" +
 			"WARNING: infoROM is corrupted at gpu 0000:3A:00.0\n3, 00000000:5D:00.0, 40, 70.1, 0x0\n"), samples: 1,
