@@ -137,13 +137,14 @@ func TestParseDCGMText(t *testing.T) {
 	}
 	for _, c := range [][2]string{{"Integration", "PCIe"}, {"Hardware", "GPU Memory"}, {"Hardware", "Diagnostic"},
 		{"Stress", "Targeted Stress"}, {"Stress", "Targeted Power"}, {"Stress", "Memory Bandwidth"}} {
-		pass.Tests = append(pass.Tests, DCGMTest{Category: c[0], Name: c[1], Status: DCGMPass})
+		// "Pass - All" is each of the 4 GPUs of "GPU Device IDs Detected".
+		pass.Tests = append(pass.Tests, DCGMTest{Category: c[0], Name: c[1], Status: DCGMPass, Entities: gpus(DCGMPass, 0, 1, 2, 3)})
 	}
 	fail := dcgmCopy(pass)
 	fail.Tests[10] = DCGMTest{Category: "Hardware", Name: "GPU Memory", Status: DCGMFail,
 		Entities: append(gpus(DCGMPass, 0, 2, 3), gpus(DCGMFail, 1)...),
 		Warnings: []DCGMWarning{{Message: "Detected 2 volatile double-bit ECC error(s) in GPU 1. Drain the GPU and reset it or reboot the node."}}}
-	fail.Tests[11].Status = DCGMSkip
+	fail.Tests[11].Status, fail.Tests[11].Entities = DCGMSkip, gpus(DCGMSkip, 0, 1, 2, 3)
 	fail.Tests[13] = DCGMTest{Category: "Stress", Name: "Targeted Power", Status: DCGMWarn, Entities: gpus(DCGMWarn, 3)}
 
 	tests := map[string]struct {

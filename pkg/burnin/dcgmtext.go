@@ -10,7 +10,7 @@ var (
 	// "|-----  Deployment  --------+----...|" and "+-----  Stress  ---...+"
 	dcgmCatRe = regexp.MustCompile(`^[|+]-+\s+(\S.*?)\s+-+\+`)
 	// "Pass", "Fail - All", "Warn - GPUs: 0, 2", "Skip - GPU: 1"
-	dcgmStatusRe = regexp.MustCompile(`^(Pass|Fail|Warn|Skip)(?: - (?:All|GPUs?: ([\d, ]+)))?$`)
+	dcgmStatusRe = regexp.MustCompile(`^(Pass|Fail|Warn|Skip)(?: - (All|GPUs?: ([\d, ]+)))?$`)
 	// DCGM 4 per-entity rows: "GPU0: Pass"
 	dcgmEntityRe = regexp.MustCompile(`^([A-Za-z]+)(\d+): (Pass|Fail|Warn|Skip)$`)
 	// DCGM 4 per-entity warning labels: "Warning: GPU0"
@@ -170,10 +170,17 @@ func (t *dcgmTable) addWarning(n int, s, name, value string) error {
 	return nil
 }
 
-// addGPUs records the GPUs a "Fail - GPUs: 0, 1" row names.
+// addGPUs records the GPUs a "Fail - GPUs: 0, 1" row names; "- All"
+// names every GPU of "GPU Device IDs Detected" (none when that is absent).
 func (t *dcgmTable) addGPUs(n int, s string, test *DCGMTest, m []string) error {
 	st := DCGMStatus(m[1])
-	for _, f := range strings.Split(m[2], ",") {
+	if m[2] == "All" {
+		for i := range t.res.GPUs {
+			test.Entities = append(test.Entities, DCGMEntityResult{Group: "GPU", ID: i, Status: st})
+		}
+		return nil
+	}
+	for _, f := range strings.Split(m[3], ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}

@@ -78,20 +78,40 @@ type gbParser struct {
 // ErrIncomplete.
 func ParseGPUBurn(data []byte) (GPUBurnResult, error) {
 	res, err := parseGPUBurn(data)
-	return res, cutLastLine(data, err)
+	if err != nil {
+		return GPUBurnResult{}, cutLastLine(data, err)
+	}
+	return res, nil
 }
 
+// parseGPUBurn returns, with an error, what the progress lines showed: a
+// run that died before its verdict still shows which GPU died or erred.
 func parseGPUBurn(data []byte) (GPUBurnResult, error) {
 	p := gbParser{tested: -1}
 	for i, line := range splitLines(data) {
 		// Progress lines overwrite each other with "\r" on one terminal line.
 		for _, rec := range strings.Split(line, "\r") {
 			if err := p.record(i+1, strings.TrimSpace(rec)); err != nil {
-				return GPUBurnResult{}, err
+				return p.partial(), err
 			}
 		}
 	}
-	return p.finish()
+	res, err := p.finish()
+	if err != nil {
+		return p.partial(), err
+	}
+	return res, nil
+}
+
+// partial is what the progress lines say of each GPU, without gpu-burn's
+// verdict: OK where it neither died nor counted an error.
+func (p *gbParser) partial() GPUBurnResult {
+	res := GPUBurnResult{Doubles: p.res.Doubles, TensorCores: p.res.TensorCores}
+	for i, g := range p.progress {
+		g.Index, g.OK = i, !g.Died && g.MaxErrors == 0 && g.OverflowedErrors == 0
+		res.GPUs = append(res.GPUs, g)
+	}
+	return res
 }
 
 func (p *gbParser) record(n int, rec string) error {

@@ -144,17 +144,24 @@ func (j judgement) values(ev api.Evidence, inv Inventory) Result {
 	slow := slowest(vals)
 	res := Result{Value: slow.Value, Subject: slow.Subject}
 	if !j.c.Min.IsZero() && slow.Value < j.c.Min.Value {
-		var below []string
-		for _, v := range sortedBelow(vals, j.c.Min.Value) {
-			below = append(below, fmt.Sprintf("%s %s", v.Subject, Show(v.Value, j.unit)))
-		}
-		res.Verdict = api.VerdictFailed
-		res.Reason = j.prefix() + fmt.Sprintf("%s below %s: %s", count(len(below), "of", len(vals), j.r.noun), j.c.Min, list(below, 8))
+		res.Verdict, res.Reason = api.VerdictFailed, j.prefix()+j.belowText(vals)
 		return res
 	}
 	res.Verdict = api.VerdictPassed
 	res.Reason = j.prefix() + j.passText(vals, slow)
 	return res
+}
+
+// belowText names every value under min, slowest first.
+func (j judgement) belowText(vals []api.Measurement) string {
+	var below []string
+	for _, v := range sortedBelow(vals, j.c.Min.Value) {
+		below = append(below, fmt.Sprintf("%s at %s", v.Subject, Show(v.Value, j.unit)))
+	}
+	if len(vals) == 1 {
+		return fmt.Sprintf("%s, want at least %s", below[0], j.c.Min)
+	}
+	return fmt.Sprintf("%s, want at least %s (slowest first: %s)", count(len(below), "of", len(vals), j.r.noun)+" under the minimum", j.c.Min, list(below, 8))
 }
 
 func (j judgement) passText(vals []api.Measurement, slow api.Measurement) string {
@@ -177,7 +184,9 @@ func (j judgement) zeroText(v api.Measurement) string {
 	return fmt.Sprintf("%s (%s)", v.Subject, Show(v.Value, j.unit))
 }
 
-// missing lists the subjects the node has that vals do not name.
+// missing lists the subjects the node has that vals do not name. A
+// subject is named by a value of that subject, or of one of its parts
+// ("/dev/nvme1n1 job randread" names /dev/nvme1n1).
 func (j judgement) missing(vals []api.Measurement, inv Inventory) []string {
 	if j.r.expect == nil {
 		return nil
@@ -185,6 +194,11 @@ func (j judgement) missing(vals []api.Measurement, inv Inventory) []string {
 	have := map[string]bool{}
 	for _, v := range vals {
 		have[v.Subject] = true
+		for i := range len(v.Subject) {
+			if v.Subject[i] == ' ' {
+				have[v.Subject[:i]] = true
+			}
+		}
 	}
 	var out []string
 	for _, s := range j.r.expect(j.c, inv) {
