@@ -137,7 +137,7 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) (api.Evidence,
 	}
 	path, err := r.lookPath(t.bin)
 	if err != nil {
-		return api.Evidence{Tool: t.bin, NotRun: t.bin + " not found in the installed system"}, nil
+		return api.Evidence{Tool: t.bin, NotRun: "not found in the installed system"}, nil
 	}
 	if t.peer != "" {
 		return r.fabric(ctx, c, p, t, path)
@@ -147,7 +147,7 @@ func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) (api.Evidence,
 		runs = withArg(runs, "--vm-bytes", r.StressMem)
 	}
 	if len(runs) == 0 {
-		return api.Evidence{Tool: t.bin, NotRun: t.bin + " has nothing to run on: " + nothingFor(c.Name)}, nil
+		return api.Evidence{Tool: t.bin, NotRun: "nothing to run on: " + nothingFor(c.Name)}, nil
 	}
 	var s *sampler
 	if t.gpu {

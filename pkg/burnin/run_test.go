@@ -89,7 +89,7 @@ func TestRunnerVerdicts(t *testing.T) {
 			"dcgm-diag": "ok", "gpu-burn": "ok", "nccl-allreduce": "ok", "nvbandwidth": "ok", "stress-ng": "ok", "fio": "ok",
 			"iperf3": "skipped: needs a partner node"}},
 		"a tool missing did not run": {func(f *fakeNode, _ *Plan) { f.missing["dcgmi"] = true }, map[string]string{
-			"dcgm-diag": "skipped: dcgmi not found in the installed system"}},
+			"dcgm-diag": "skipped: dcgmi: not found in the installed system"}},
 		"a FAULTY gpu-burn line fails": {func(f *fakeNode, _ *Plan) { f.out["gpu_burn"] = "gpuburn/fail.txt" }, map[string]string{
 			"gpu-burn": "fail: FAULTY"}},
 		"bus bandwidth under threshold": {func(_ *fakeNode, p *Plan) { p.Checks[2].Min = mustQ(t, "460GB/s") }, map[string]string{

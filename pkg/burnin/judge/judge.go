@@ -166,7 +166,11 @@ func (j judgement) belowText(vals []api.Measurement) string {
 
 func (j judgement) passText(vals []api.Measurement, slow api.Measurement) string {
 	if j.unit == recipe.UnitNone {
-		return fmt.Sprintf("%d %s passed", len(vals), plural(j.r.noun, len(vals)))
+		var each []string
+		for _, v := range vals {
+			each = append(each, strings.TrimSpace(fmt.Sprintf("%s %s %s", v.Subject, Show(v.Value, j.unit), j.r.valueUnit)))
+		}
+		return fmt.Sprintf("%d %s passed: %s", len(vals), plural(j.r.noun, len(vals)), list(each, 8))
 	}
 	if len(vals) == 1 {
 		return fmt.Sprintf("%s %s", slow.Subject, Show(slow.Value, j.unit))

@@ -31,7 +31,9 @@ type rule struct {
 	noun     string // what one measurement is: "GPU", "pair", "disk"
 	work     bool   // a measurement with Work 0 measured nothing
 	workNoun string // what Work counts: "iterations"
-	minGPUs  int    // the check needs this many GPUs (pairs: 2)
+	// valueUnit names a value of a check without a unit ("bogo ops/s").
+	valueUnit string
+	minGPUs   int // the check needs this many GPUs (pairs: 2)
 	// expect lists the subjects the node's results must name; nil: any.
 	expect func(c recipe.Check, inv Inventory) []string
 	// filter keeps the measurements the check judges and, when none is
@@ -48,12 +50,12 @@ func rules() map[string]rule {
 		"gpu-burn":       {tool: "gpu-burn", noun: "GPU", work: true, workNoun: "iterations", expect: perGPU},
 		"cublas-gemm":    {tool: "matrixMulCUBLAS", noun: "GPU", work: true, workNoun: "checked runs", expect: perGPU},
 		"clpeak":         {tool: "clpeak", noun: "GPU", expect: perGPU},
-		"dcgm-diag":      {tool: "dcgmi diag", noun: "result", work: true, workNoun: "tests passed", expect: dcgmGPUs},
+		"dcgm-diag":      {tool: "dcgmi diag", noun: "GPU", work: true, workNoun: "tests passed", valueUnit: "tests passed", expect: dcgmGPUs},
 		"nccl-allreduce": {tool: "all_reduce_perf", noun: "size", filter: ncclRows},
 		"nvbandwidth":    {tool: "nvbandwidth", noun: "cell", expect: nvbwCells, filter: bandwidthOnly(nvbwTestcase), what: nvbwTestcase},
 		"cuda-bandwidth": {tool: "bandwidthTest", noun: "transfer", expect: hostTransfers},
 		"cuda-p2p":       {tool: "p2pBandwidthLatencyTest", noun: "pair", minGPUs: 2, expect: allPairs, what: P2PMatrix},
-		"stress-ng":      {tool: "stress-ng", noun: "stressor", work: true, workNoun: "bogo ops"},
+		"stress-ng":      {tool: "stress-ng", noun: "stressor", work: true, workNoun: "bogo ops", valueUnit: "bogo ops/s"},
 		"fio":            {tool: "fio", noun: "disk", work: true, workNoun: "bytes read", expect: dataDisks},
 		"iperf3":         {tool: "iperf3", noun: "stream", work: true, workNoun: "bytes received"},
 		"ib-write-bw":    {tool: "ib_write_bw", noun: "size", work: true, workNoun: "iterations"},
@@ -117,8 +119,8 @@ func hostTransfers(_ recipe.Check, inv Inventory) []string {
 
 func dataDisks(_ recipe.Check, inv Inventory) []string { return inv.Disks }
 
-// dcgmGPUs: DCGM's JSON and DCGM 4's table name each GPU; DCGM 3's table
-// says "Pass - All" and names none, and then only a result is needed.
+// dcgmGPUs: DCGM's JSON names each GPU; its table says "Pass - All" for
+// the GPUs of "GPU Device IDs Detected" (pkg/burnin reads them as each).
 func dcgmGPUs(c recipe.Check, inv Inventory) []string { return perGPU(c, inv) }
 
 // nvbwTestcase is the testcase an nvbandwidth check judges.
