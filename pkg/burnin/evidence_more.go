@@ -155,7 +155,7 @@ func ibWriteBWEvidence(out []byte, _ recipe.Check) api.Evidence {
 		return api.Evidence{Tool: "ib_write_bw", NotRun: err.Error()}
 	}
 	best := slices.MaxFunc(r.Rows, func(a, b IBWriteBWRow) int { return cmpF(a.AvgBitsPerSec, b.AvgBitsPerSec) })
-	return api.Evidence{Tool: "ib_write_bw", Values: []api.Measurement{{Subject: fmt.Sprintf("average at %dB messages", best.SizeBytes),
+	return api.Evidence{Tool: "ib_write_bw", Values: []api.Measurement{{Subject: fmt.Sprintf("average with %dB messages", best.SizeBytes),
 		Value: best.AvgBitsPerSec, Work: float64(best.Iterations)}}}
 }
 

@@ -89,8 +89,10 @@ func Judge(c recipe.Check, b recipe.BurnIn, ev api.Evidence, inv Inventory) Resu
 		return j.fail("", "%s", faultText(ev.Faults, ev.More))
 	case ev.Load != nil && len(loadFaults(ev.Load, b)) > 0:
 		return j.fail("", "%s", strings.Join(loadFaults(ev.Load, b), "; "))
+	case r.minGPUs > 0 && inv.GPUs < r.minGPUs:
+		return j.fail("", "needs at least %d GPUs; the node has %d", r.minGPUs, inv.GPUs)
 	case ev.NotRun != "":
-		return Result{Verdict: api.VerdictCouldNotRun, Reason: tool + ": " + ev.NotRun}
+		return Result{Verdict: api.VerdictCouldNotRun, Reason: tool + ": " + strings.TrimPrefix(ev.NotRun, tool+": ")}
 	}
 	if why := loadGaps(ev.Load, inv); len(why) > 0 {
 		return j.fail("", "%s", strings.Join(why, "; "))
@@ -173,7 +175,7 @@ func (j judgement) passText(vals []api.Measurement, slow api.Measurement) string
 		return fmt.Sprintf("%d %s passed: %s", len(vals), plural(j.r.noun, len(vals)), list(each, 8))
 	}
 	if len(vals) == 1 {
-		return fmt.Sprintf("%s %s", slow.Subject, Show(slow.Value, j.unit))
+		return fmt.Sprintf("%s at %s", slow.Subject, Show(slow.Value, j.unit))
 	}
 	return fmt.Sprintf("%d %s, slowest %s at %s", len(vals), plural(j.r.noun, len(vals)), slow.Subject, Show(slow.Value, j.unit))
 }
