@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin/judge"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -292,5 +294,81 @@ func TestRunnerHungTool(t *testing.T) {
 	}
 	if !res[1].OK {
 		t.Errorf("stress-ng after the hung fio: %+v, want it run and passed", res[1])
+	}
+}
+
+// The Xid gate holds only on a kernel log it read: dmesg failing, or an Xid
+// line printk interleaved with another, fails the check naming the cause
+// and the line (the code before counted either as 0 Xids and passed).
+func TestRunnerXidGate(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(*fakeNode)
+		want string
+	}{
+		"dmesg cannot be read": {func(f *fakeNode) { f.out["dmesg"] = "" }, "the kernel log could not be read (dmesg: dmesg: no fixture): Xid errors unknown"},
+		"an interleaved Xid line after the load": {func(f *fakeNode) { f.after = "xid/interleaved.txt" },
+			`after the load: kernel log line 2 is an Xid report ingot cannot read: "[ 2211.400112] NVRM: Xid (PCI:0000:3a[ 2211.400113] nvidia-nvlink: IBMNPU: link 7 down"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := passingNode(t)
+			c.edit(f)
+			r := Runner{LookPath: f.lookPath, Exec: f.exec, Every: time.Hour}
+			res := r.Run(context.Background(), Plan{GPUs: 2, BurnIn: recipe.BurnIn{Duration: recipe.Duration(time.Minute)},
+				Checks: []recipe.Check{{Name: "gpu-burn"}}})[0]
+			if res.Verdict != api.VerdictFailed || !strings.Contains(res.Detail, c.want) {
+				t.Errorf("%s %q, want failed saying %q", res.Verdict, res.Detail, c.want)
+			}
+		})
+	}
+}
+
+// The Debian burn-in: bandwidthTest once per GPU, matrixMulCUBLAS on every
+// GPU at once and again until the duration has passed, each run's output
+// read together.
+func TestRunnerDebianTools(t *testing.T) {
+	f := passingNode(t)
+	var mu sync.Mutex
+	running, most := 0, 0
+	r := Runner{LookPath: f.lookPath, Every: time.Hour, Exec: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		switch filepath.Base(name) {
+		case "bandwidthTest":
+			dev := strings.TrimPrefix(args[0], "--device=")
+			return []byte(strings.ReplaceAll(string(fixture(t, "bandwidthtest/csv.txt")), "Device 0:", "Device "+dev+":")), nil
+		case "matrixMulCUBLAS":
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			dev := strings.TrimPrefix(args[0], "-device=")
+			out := strings.Split(string(fixture(t, "cublas/pass_4gpu.txt")), "[Matrix Multiply CUBLAS]")[1]
+			return []byte("[Matrix Multiply CUBLAS]" + strings.ReplaceAll(out, "GPU Device 0:", "GPU Device "+dev+":")), nil
+		}
+		return f.exec(ctx, name, args...)
+	}}
+	p := Plan{GPUs: 2, BurnIn: recipe.BurnIn{Duration: recipe.Duration(30 * time.Millisecond)},
+		Checks: []recipe.Check{{Name: "cuda-bandwidth", Min: mustQ(t, "48GB/s")}, {Name: "cublas-gemm", Min: mustQ(t, "30Tflop/s")}}}
+	res := r.Run(context.Background(), p)
+	if !res[0].OK || !strings.Contains(res[0].Detail, "4 transfers, slowest GPU 0 host->device at 55.1GB/s") {
+		t.Errorf("cuda-bandwidth: %+v", res[0])
+	}
+	if !res[1].OK || res[1].Evidence == nil || len(res[1].Evidence.Values) != 2 || res[1].Evidence.Values[0].Work < 2 {
+		t.Errorf("cublas-gemm: %+v (evidence %+v), want both GPUs checked in more than one run", res[1], res[1].Evidence)
+	}
+	if most != 2 {
+		t.Errorf("matrixMulCUBLAS ran on %d GPUs at once, want 2", most)
+	}
+}
+
+// Every check the runner has a tool for has a judge, and the other way.
+func TestRunnerToolsHaveJudges(t *testing.T) {
+	a, b := Checks(), judge.Checks()
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Errorf("runner %v, judge %v", a, b)
 	}
 }
