@@ -2,6 +2,7 @@ package burnin
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -154,19 +155,9 @@ func ibWriteBWEvidence(out []byte, _ recipe.Check) api.Evidence {
 	if err != nil {
 		return api.Evidence{Tool: "ib_write_bw", NotRun: err.Error()}
 	}
-	best := slices.MaxFunc(r.Rows, func(a, b IBWriteBWRow) int { return cmpF(a.AvgBitsPerSec, b.AvgBitsPerSec) })
+	best := slices.MaxFunc(r.Rows, func(a, b IBWriteBWRow) int { return cmp.Compare(a.AvgBitsPerSec, b.AvgBitsPerSec) })
 	return api.Evidence{Tool: "ib_write_bw", Values: []api.Measurement{{Subject: fmt.Sprintf("average with %dB messages", best.SizeBytes),
 		Value: best.AvgBitsPerSec, Work: float64(best.Iterations)}}}
-}
-
-func cmpF(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // cudaBandwidthEvidence: per GPU (one run each) its best host-to-device

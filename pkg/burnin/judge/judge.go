@@ -24,6 +24,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -217,10 +218,7 @@ func (j judgement) missing(vals []api.Measurement, inv Inventory) []string {
 
 func slowest(vals []api.Measurement) api.Measurement {
 	return slices.MinFunc(vals, func(a, b api.Measurement) int {
-		if a.Value != b.Value {
-			return cmpFloat(a.Value, b.Value)
-		}
-		return strings.Compare(a.Subject, b.Subject)
+		return cmp.Or(cmp.Compare(a.Value, b.Value), strings.Compare(a.Subject, b.Subject))
 	})
 }
 
@@ -232,18 +230,8 @@ func sortedBelow(vals []api.Measurement, lo float64) []api.Measurement {
 			out = append(out, v)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b api.Measurement) int { return cmpFloat(a.Value, b.Value) })
+	slices.SortStableFunc(out, func(a, b api.Measurement) int { return cmp.Compare(a.Value, b.Value) })
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // faultText lists the faults, each naming its subject.
