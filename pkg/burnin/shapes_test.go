@@ -37,21 +37,36 @@ func qty(t testing.TB, s string) recipe.Quantity {
 // code before pkg/burnin/judge (a wrong verdict, or the right one for the
 // wrong cause), checked once by running these fixtures through it.
 func TestRealShapes(t *testing.T) {
-	gpus := func(n int) judge.Inventory { return judge.Inventory{GPUs: n} }
-	c := func(name, min string, args ...string) recipe.Check {
-		ch := recipe.Check{Name: name}
-		if min != "" {
-			ch.Min = qty(t, min)
-		}
-		if len(args) > 0 {
-			ch.Args = map[string]string{}
-			for i := 0; i+1 < len(args); i += 2 {
-				ch.Args[args[i]] = args[i+1]
-			}
-		}
-		return ch
+	for name, tc := range nvidiaShapes(t) {
+		t.Run(name, func(t *testing.T) { tc.run(t) })
 	}
-	tests := map[string]shapeCase{
+	for name, tc := range otherShapes(t) {
+		t.Run(name, func(t *testing.T) { tc.run(t) })
+	}
+}
+
+func gpusInv(n int) judge.Inventory { return judge.Inventory{GPUs: n} }
+
+// check builds a recipe check: its name, min ("" for none), args in pairs.
+func check(t *testing.T, name, min string, args ...string) recipe.Check {
+	ch := recipe.Check{Name: name}
+	if min != "" {
+		ch.Min = qty(t, min)
+	}
+	if len(args) > 0 {
+		ch.Args = map[string]string{}
+		for i := 0; i+1 < len(args); i += 2 {
+			ch.Args[args[i]] = args[i+1]
+		}
+	}
+	return ch
+}
+
+// nvidiaShapes: nccl-tests, gpu-burn, nvbandwidth, DCGM.
+func nvidiaShapes(t *testing.T) map[string]shapeCase {
+	gpus := gpusInv
+	c := func(name, min string, args ...string) recipe.Check { return check(t, name, min, args...) }
+	return map[string]shapeCase{
 		// nccl-tests
 		"nccl: Open MPI notices and NCCL logs inside the table, healthy 8x H200 to 16GiB": {file: "nccl/mpi_noise.txt",
 			check: c("nccl-allreduce", "431GB/s", "size", "16GiB"), inv: gpus(8), verdict: api.VerdictPassed,
@@ -104,6 +119,15 @@ func TestRealShapes(t *testing.T) {
 			reason: []string{"GPU 1: GPU Memory Fail", "GPU 3: Targeted Power Warn"}},
 		"dcgm: runtime_error could not run": {file: "dcgm/runtime_error.json",
 			check: c("dcgm-diag", ""), inv: gpus(4), verdict: api.VerdictCouldNotRun, reason: []string{"persistence mode is off"}},
+	}
+}
+
+// otherShapes: fio, iperf3, ib_write_bw, stress-ng, and Debian's CUDA
+// samples and clpeak.
+func otherShapes(t *testing.T) map[string]shapeCase {
+	gpus := gpusInv
+	c := func(name, min string, args ...string) recipe.Check { return check(t, name, min, args...) }
+	return map[string]shapeCase{
 		// fio, iperf3, ib_write_bw, stress-ng
 		"fio: JSON followed by its normal text": {file: "fio/json_then_text.json",
 			check: c("fio", "3GB/s"), inv: judge.Inventory{Disks: []string{"/dev/nvme1n1"}}, verdict: api.VerdictPassed,
@@ -156,9 +180,6 @@ func TestRealShapes(t *testing.T) {
 			check: c("clpeak", ""), inv: gpus(2), verdict: api.VerdictFailed, reason: []string{"GPU 1 (printed skipped: no support)"}},
 		"clpeak: no OpenCL platform could not run": {file: "clpeak/noplatform.txt",
 			check: c("clpeak", ""), inv: gpus(1), verdict: api.VerdictCouldNotRun, reason: []string{"no OpenCL device"}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) { tc.run(t) })
 	}
 }
 
