@@ -128,12 +128,18 @@ func ncclEvidence(out []byte, _ recipe.Check) api.Evidence {
 			name string
 			m    NCCLMeasure
 		}{{"out-of-place", row.OutOfPlace}, {"in-place", row.InPlace}} {
-			if h.m.Wrong > 0 {
+			switch {
+			case h.m.WrongNegative:
+				ev.Faults = append(ev.Faults, api.Fault{Subject: "all_reduce " + size, Detail: fmt.Sprintf("wrong values, the count overflowed (printed %d) (%s)", h.m.Wrong, h.name)})
+			case h.m.Wrong > 0:
 				ev.Faults = append(ev.Faults, api.Fault{Subject: "all_reduce " + size, Detail: fmt.Sprintf("%d wrong values (%s)", h.m.Wrong, h.name)})
 			}
 		}
 	}
-	if r.OutOfBounds > 0 {
+	switch {
+	case r.OutOfBounds < 0:
+		ev.Faults = append(ev.Faults, api.Fault{Subject: "all sizes", Detail: fmt.Sprintf("out of bounds values, the count overflowed (printed %d): data corruption", r.OutOfBounds)})
+	case r.OutOfBounds > 0:
 		ev.Faults = append(ev.Faults, api.Fault{Subject: "all sizes", Detail: fmt.Sprintf("%d out of bounds values (data corruption)", r.OutOfBounds)})
 	}
 	if r.BelowMinBW {

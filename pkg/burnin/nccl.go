@@ -60,6 +60,9 @@ type NCCLMeasure struct {
 	AlgBWBytesPerSec float64
 	BusBWBytesPerSec float64 // 0 when printed as inf or nan (see NotANumber)
 	Wrong            int64   // #wrong elements; -1 when not checked ("N/A", -c 0)
+	// WrongNegative is a #wrong printed below 0: a count that overflowed,
+	// wrong values all the same (Wrong holds what was printed).
+	WrongNegative bool `json:",omitempty"`
 	// NotANumber is what the tool printed for a time or bandwidth that is
 	// no number ("inf", "-nan"); "" when all three are numbers.
 	NotANumber string `json:",omitempty"`
@@ -85,6 +88,9 @@ func (r NCCLResult) Passed() bool {
 		if row.OutOfPlace.Wrong != 0 || row.InPlace.Wrong != 0 {
 			return false
 		}
+	}
+	if r.OutOfBounds < 0 {
+		return false
 	}
 	return len(r.Rows) > 0 && r.OutOfBounds == 0 && !r.BelowMinBW
 }
@@ -253,7 +259,7 @@ func ncclMeasure(f []string) (NCCLMeasure, error) {
 		if err != nil {
 			return NCCLMeasure{}, errorf("#wrong %q: expected a count or N/A", f[3])
 		}
-		m.Wrong = w
+		m.Wrong, m.WrongNegative = w, w < 0
 	}
 	return m, nil
 }
