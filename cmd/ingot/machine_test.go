@@ -216,7 +216,7 @@ func TestMachineCLIErrors(t *testing.T) {
 		want string
 	}{
 		"bad MAC":           {[]string{"machine", "add", "gpu-02", "--mac", "zz"}, `400 Bad Request: enrolling "gpu-02": macs[0]: invalid request: MAC "zz": expected six hex bytes`},
-		"8-byte MAC":        {[]string{"machine", "add", "gpu-02", "--mac", "00:00:00:00:fe:80:00:00"}, `MAC "00:00:00:00:fe:80:00:00": expected six hex bytes`},
+		"8-byte MAC":        {[]string{"machine", "add", "gpu-02", "--mac", "00:00:00:00:fe:80:00:00"}, `MAC "00:00:00:00:fe:80:00:00": 8 bytes: expected six hex bytes`},
 		"no MAC":            {[]string{"machine", "add", "gpu-02"}, "macs: at least one MAC is required"},
 		"bad name":          {[]string{"machine", "add", "gpu 02", "--mac", "52:54:00:aa:bb:02"}, `name "gpu 02": ' ' is not allowed`},
 		"upper-case name":   {[]string{"machine", "add", "GPU-02", "--mac", "52:54:00:aa:bb:02"}, `'G' is not allowed; expected a DNS-style name`},

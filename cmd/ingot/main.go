@@ -54,6 +54,7 @@ func commands() []command {
 		{"vbmc", "run virtual Redfish BMCs from mockups or QEMU", runVBMC},
 		{"reimage", "re-image machines from their recipe", runReimage},
 		{"drill", "restore drill: reimage a drill candidate of a class from its recipe and time it", runDrill},
+		{"burnin", "judge a burn-in tool's saved output against a recipe's check, as the node and server do", runBurnin},
 		{"rollout", "provision a recipe's machines in waves", runRollout},
 		{"job", "list, show and cancel jobs", runJob},
 		{"token", "create, list and revoke API tokens", runToken},

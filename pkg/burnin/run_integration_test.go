@@ -55,7 +55,7 @@ func TestIntegrationRealBurnInTools(t *testing.T) {
 	if !fio.OK || fio.Value < 1e6 {
 		t.Errorf("fio: %+v, want at least 1MB/s read", fio)
 	}
-	if !dcgm.Skipped || dcgm.Detail != "dcgmi not found in the installed system" {
+	if !dcgm.Skipped || dcgm.Detail != "dcgmi: not found in the installed system" {
 		t.Errorf("dcgm-diag on a machine without DCGM: %+v", dcgm)
 	}
 	// A threshold the disk cannot reach fails with the measured number.

@@ -197,9 +197,41 @@ func TestCheck(t *testing.T) {
 			},
 			want: []Finding{{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "26.36.1010", ""}},
 		},
-		"BMC version unknown": {
+		// A pin the hardware does not report is no pass (it was info before).
+		"BMC version unknown blocks": {
 			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
-			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
+			want:   []Finding{{Critical, "firmware BMC", "BMC firmware version not reported: counts as not at the pin (policy block)", "1.9", "unknown", ""}},
+		},
+		"BMC version unknown, policy warn": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				i.System.BMCVersion = ""
+				r.Firmware.Policy = map[string]recipe.FirmwareAction{"bmc": recipe.FirmwareWarn}
+			},
+			want: []Finding{{Warning, "firmware BMC", "BMC firmware version not reported: counts as not at the pin (policy warn)", "1.9", "unknown", ""}},
+		},
+		"BMC version unknown, policy update": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				i.System.BMCVersion = ""
+				r.Firmware.Policy = map[string]recipe.FirmwareAction{"bmc": "update"}
+			},
+			want: []Finding{{Critical, "firmware BMC", "BMC firmware version not reported: counts as not at the pin (policy block)", "1.9", "unknown", ""}},
+		},
+		"BMC version not readable in-band: the BMC inventory judges it": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion, i.Source = "", "agent" },
+			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not readable in-band; the BMC inventory judges the pin", "1.9", "unknown", ""}},
+		},
+		"NIC speed not reported counts as slower": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.NICs[1].SpeedMbps = 0 },
+			want: []Finding{{Warning, "nic workload p1", "link speed not reported (link down or unknown): counts as slower than the recipe's speed",
+				"400Gbps", "unknown", ""}},
+		},
+		"PCIe width not reported blocks": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].LinkCurrent.Width = 0 },
+			want:   []Finding{{Critical, "gpu 4", "PCIe link width not reported: counts as below x16", "x16", "unknown", "pcie-link"}},
+		},
+		"PCIe generation not reported blocks": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].LinkCurrent.Gen = 0 },
+			want:   []Finding{{Critical, "gpu 4", "PCIe generation not reported: counts as below Gen5", "Gen5", "unknown", "pcie-link"}},
 		},
 		"other firmware from the firmware inventory": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {

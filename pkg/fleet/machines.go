@@ -197,7 +197,7 @@ func checkNew(m *machine.Machine) error {
 func normalizeMAC(mac string) (string, error) {
 	n, err := machine.NormalizeMAC(mac)
 	if err != nil {
-		return "", invalid("MAC %q: %v; expected six hex bytes like 52:54:00:12:34:56", mac, err)
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return n, nil
 }

@@ -75,6 +75,7 @@ func (l *linter) check(p string, c Check, def checkDef) {
 	if l.has(p+".min") && l.has(p+".max") && c.Min.Unit == c.Max.Unit && c.Max.Value < c.Min.Value {
 		l.bad(p+".max", "expected max >= min (%s), found %s", c.Min, c.Max)
 	}
+	l.count(p, c, def)
 	if def.minNeeds != "" && l.has(p+".min") && c.Args[def.minNeeds] == "" {
 		l.bad(p+".min", "%s reads min only with args.%s; add args.%s or remove min", c.Name, def.minNeeds, def.minNeeds)
 	}
@@ -93,6 +94,20 @@ func (l *linter) check(p string, c Check, def checkDef) {
 		case !rule.ok(c.Args[k]):
 			l.bad(ap, "expected %s, found %q", rule.expect, c.Args[k])
 		}
+	}
+}
+
+// count lints a check's count: only nic-link reads it, at least 1, with
+// min. (nic-link's min without a count holds the ports of the recipe's NIC
+// groups at that speed or faster, or one port where no group says.)
+func (l *linter) count(p string, c Check, def checkDef) {
+	switch {
+	case l.has(p+".count") && !def.count:
+		l.bad(p+".count", "%s reads no count; remove count", c.Name)
+	case l.has(p+".count") && c.Count < 1:
+		l.bad(p+".count", "expected a port count of at least 1, found %d", c.Count)
+	case l.has(p+".count") && !l.has(p+".min"):
+		l.bad(p+".count", "count says how many ports must be up at min: add min, e.g. 400Gbps")
 	}
 }
 

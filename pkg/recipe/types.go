@@ -205,9 +205,10 @@ type Acceptance struct {
 // for counts and generations, written with a unit for physical checks
 // (nic-link min: 400Gbps). Every check is required unless Optional.
 type Check struct {
-	Name     string            `json:"name" doc:"a registered check (ingot recipe checks lists them): gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-present, disk-health; at burn-in dcgm-diag, gpu-burn, nccl-allreduce, nvbandwidth, stress-ng, fio, iperf3, ib-write-bw"`
+	Name     string            `json:"name" doc:"a registered check (ingot recipe checks lists them): gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-present, disk-health; at burn-in dcgm-diag, gpu-burn, nccl-allreduce, nvbandwidth, cuda-bandwidth, cuda-p2p, cublas-gemm, clpeak, stress-ng, fio, iperf3, ib-write-bw"`
 	Min      Quantity          `json:"min,omitzero" doc:"lower bound in the check's unit: a plain number for counts and generations, else with its unit (400Gbps, 2TiB, 350GB/s, 600Tflop/s)"`
 	Max      Quantity          `json:"max,omitzero" doc:"upper bound, for the checks that read one (gpu-count, memory-size, disk-present)"`
+	Count    int               `json:"count,omitempty" min:"1" doc:"nic-link: how many ports must be up at min or faster (count: 8 with 8 fabric ports: 7 up fails)"`
 	Args     map[string]string `json:"args,omitempty" doc:"the check's own arguments (only those its spec lists)"`
 	Optional bool              `json:"optional,omitempty" doc:"true: a failure is reported but does not fail acceptance"`
 }
