@@ -54,8 +54,8 @@ func Parse(s string) Version {
 		return v
 	}
 	lower := strings.ToLower(t)
-	if lower[0] >= 'a' && lower[0] <= 'z' {
-		v.word, _, _ = strings.Cut(strings.FieldsFunc(lower, isSep)[0]+" ", " ")
+	if f := strings.FieldsFunc(lower, isSep); len(f) > 1 && lower[0] >= 'a' && lower[0] <= 'z' {
+		v.word = f[0] // a product before the version ("ex235n.bios-1.2.1"); "C27" alone is a version
 	}
 	v.tokens = tokenize(lower)
 	return v

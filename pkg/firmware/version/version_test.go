@@ -37,6 +37,8 @@ func TestCompare(t *testing.T) {
 		{"13.2.0 Build 45", "13.2.0 Build 46", -1, true},
 		{"7.10.30.00", "7.10.30.00", 0, true},
 		{"12.84.13", "12.84.9", 1, true},
+		{"C27", "C28", -1, true}, // GIGABYTE/AMI BIOS
+		{"ff", "fe", 0, false}, // GIGABYTE CPLD "ff": no order, only equality
 	} {
 		got, ok := Compare(tc.a, tc.b)
 		if got != tc.want || ok != tc.ok {
