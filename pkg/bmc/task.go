@@ -82,8 +82,11 @@ func (d taskDoc) task(uri string) Task {
 	if d.PercentComplete != nil {
 		t.Percent = *d.PercentComplete
 	}
-	if st, err := time.Parse(time.RFC3339, d.StartTime); err == nil {
-		t.StartTime = st
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} { // DMTF's mockups omit the seconds
+		if st, err := time.Parse(layout, d.StartTime); err == nil {
+			t.StartTime = st
+			break
+		}
 	}
 	if d.Payload != nil {
 		t.Payload = strings.TrimSpace(d.Payload.TargetURI + " " + d.Payload.JSONBody)

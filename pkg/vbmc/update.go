@@ -99,7 +99,8 @@ type vtask struct {
 	digest    string // sha256 of the image
 	state     string // Running, Completed, Exception
 	message   message
-	payload   string
+	payload   string // the path the start was POSTed to
+	body      string // the start's JSON body (SimpleUpdate), for Payload.JsonBody
 }
 
 // updateState is a BMC's UpdateService state. b.mu guards it.
@@ -114,6 +115,8 @@ type updateState struct {
 	restartUntil time.Time
 	dropped      bool // the restart has dropped the sessions
 	sawOff       bool // the host was off since the last boot (for ACCycle)
+	captured     []string // the mockup's own tasks, kept listed
+	firstID      int      // this BMC's tasks are numbered from here (after the captured ones)
 }
 
 type staged struct {

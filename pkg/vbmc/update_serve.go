@@ -62,7 +62,15 @@ func (b *BMC) initUpdate() {
 	}
 	oem[rollbackAction] = map[string]any{"target": rollbackPath}
 	b.touch(updateServicePath)
-	if _, ok := b.peek(tasksPath); !ok {
+	b.upd.firstID = 1
+	if coll, ok := b.peek(tasksPath); ok {
+		b.upd.captured = members(coll)
+		for _, m := range b.upd.captured {
+			if n, err := strconv.Atoi(m[strings.LastIndex(m, "/")+1:]); err == nil && n >= b.upd.firstID {
+				b.upd.firstID = n + 1
+			}
+		}
+	} else {
 		b.put(taskServicePath, map[string]any{"@odata.id": taskServicePath, "@odata.type": "#TaskService.v1_2_0.TaskService",
 			"Id": "TaskService", "Name": "Task Service", "ServiceEnabled": true, "Tasks": map[string]any{"@odata.id": tasksPath}})
 		b.put(tasksPath, map[string]any{"@odata.id": tasksPath, "@odata.type": "#TaskCollection.TaskCollection",
@@ -85,7 +93,7 @@ func (b *BMC) postUpdate(w http.ResponseWriter, r *http.Request, p string) {
 		b.rollback(w, r)
 		return
 	}
-	img, targets, applyTime, msg := b.readUpdate(r, p)
+	img, targets, applyTime, body, msg := b.readUpdate(r, p)
 	if msg != nil {
 		writeError(w, http.StatusBadRequest, *msg)
 		return
@@ -101,7 +109,9 @@ func (b *BMC) postUpdate(w http.ResponseWriter, r *http.Request, p string) {
 			[]string{"1"}, "Critical", "Wait for the running update to finish."})
 		return
 	}
-	t := b.newTask(img, targets, applyTime, r.Method+" "+p)
+	t := b.newTask(img, targets, applyTime, p)
+	t.body = body
+	b.syncTasks()
 	out, _ := encodeDoc(b.taskDoc(t))
 	w.Header().Set("Location", fmt.Sprintf("%s/%d/Monitor", tasksPath, t.id))
 	writeJSON(w, http.StatusAccepted, out, "")
@@ -109,37 +119,65 @@ func (b *BMC) postUpdate(w http.ResponseWriter, r *http.Request, p string) {
 
 // readUpdate reads what a start asks for: the image (fetched from an
 // ImageURI, or pushed), the targets and the apply time.
-func (b *BMC) readUpdate(r *http.Request, p string) ([]byte, []string, string, *message) {
+func (b *BMC) readUpdate(r *http.Request, p string) (img []byte, targets []string, applyTime, raw string, msg *message) {
 	switch p {
 	case b.paths.simple:
 		body, err := readBody(r)
 		if err != nil {
-			return nil, nil, "", ptr(msgMalformed(err))
+			return nil, nil, "", "", ptr(msgMalformed(err))
 		}
+		enc, _ := encodeDoc(body)
+		raw = strings.TrimSpace(string(enc))
 		uri, _ := body["ImageURI"].(string)
 		if uri == "" {
-			return nil, nil, "", ptr(msgMissingParam("ImageURI", "UpdateService.SimpleUpdate"))
+			return nil, nil, "", "", ptr(msgMissingParam("ImageURI", "UpdateService.SimpleUpdate"))
 		}
 		if proto, ok := body["TransferProtocol"].(string); ok && !strings.HasPrefix(strings.ToLower(uri), strings.ToLower(proto)+"://") {
-			return nil, nil, "", ptr(msgValueNotInList(proto, "TransferProtocol", []string{strings.ToUpper(strings.SplitN(uri, ":", 2)[0])}))
+			return nil, nil, "", "", ptr(msgValueNotInList(proto, "TransferProtocol", []string{strings.ToUpper(strings.SplitN(uri, ":", 2)[0])}))
 		}
 		img, err := fetchImage(r.Context(), uri)
 		if err != nil {
-			return nil, nil, "", &message{"Update.1.0.TransferFailed", fmt.Sprintf("Transfer of image %s failed: %v.", uri, err),
+			return nil, nil, "", "", &message{"Update.1.0.TransferFailed", fmt.Sprintf("Transfer of image %s failed: %v.", uri, err),
 				[]string{uri}, "Critical", "Check that the image URI is reachable from the BMC."}
 		}
-		return img, stringList(body["Targets"]), str(body["@Redfish.OperationApplyTime"]), nil
+		return img, stringList(body["Targets"]), str(body["@Redfish.OperationApplyTime"]), raw, nil
 	case b.paths.multipart:
-		return readMultipart(r)
+		img, targets, applyTime, msg := readMultipart(r)
+		return img, targets, applyTime, "", msg
 	}
 	img, err := io.ReadAll(io.LimitReader(r.Body, maxImage))
 	if err != nil {
-		return nil, nil, "", ptr(msgMalformed(err))
+		return nil, nil, "", "", ptr(msgMalformed(err))
 	}
 	b.mu.Lock()
 	doc, _ := b.peek(updateServicePath)
 	b.mu.Unlock()
-	return img, stringList(doc["HttpPushUriTargets"]), "", nil
+	return img, stringList(doc["HttpPushUriTargets"]), "", "", nil
+}
+
+// patchUpdateService sets HttpPushUriTargets (the targets of the next
+// plain push) and HttpPushUriTargetsBusy. b.mu held.
+func (b *BMC) patchUpdateService(p string, body map[string]any) (int, *message) {
+	for k, v := range body {
+		switch k {
+		case "HttpPushUriTargets":
+			if _, ok := v.([]any); !ok {
+				return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(v), k))
+			}
+		case "HttpPushUriTargetsBusy":
+			if _, ok := v.(bool); !ok {
+				return http.StatusBadRequest, ptr(msgTypeError(fmt.Sprint(v), k))
+			}
+		default:
+			return http.StatusBadRequest, ptr(msgPropertyNotWritable(k))
+		}
+	}
+	doc, _ := b.mutable(p)
+	for k, v := range body {
+		doc[k] = v
+	}
+	b.touch(p)
+	return 0, nil
 }
 
 // fetchImage GETs an ImageURI, as a BMC does for SimpleUpdate.
@@ -205,7 +243,7 @@ func readMultipart(r *http.Request) ([]byte, []string, string, *message) {
 func (b *BMC) newTask(img []byte, targets []string, applyTime, payload string) *vtask {
 	b.upd.starts++
 	now := b.cfg.Now()
-	t := &vtask{id: len(b.upd.tasks) + 1, start: now, state: "Running", digest: digest(img), payload: payload}
+	t := &vtask{id: b.upd.firstID + len(b.upd.tasks), start: now, state: "Running", digest: digest(img), payload: payload}
 	doc, err := parseImage(img)
 	if err == nil {
 		t.items, err = b.matchItems(doc, targets)
@@ -220,7 +258,6 @@ func (b *BMC) newTask(img []byte, targets []string, applyTime, payload string) *
 		b.upd.restartUntil = b.upd.restartFrom.Add(cmpDur(u.RestartFor, 2*time.Second))
 		b.upd.dropped = false
 	}
-	b.syncTasks()
 	return t
 }
 
@@ -257,37 +294,47 @@ func (b *BMC) running() int {
 func (b *BMC) advanceUpdates() {
 	now := b.cfg.Now()
 	taskTime := cmpDur(b.cfg.Update.TaskTime, time.Second)
+	restart := b.restarting() && !b.upd.dropped
 	changed := false
 	for _, t := range b.upd.tasks {
-		if t.state != "Running" || now.Before(t.start.Add(taskTime)) {
-			continue
-		}
-		changed = true
-		if msg := b.cfg.Update.FailMessage; msg != "" {
-			t.state, t.message = "Exception", message{"Update.1.0.ApplyFailed", msg, nil, "Critical", "Contact the vendor."}
-			continue
-		}
-		t.state = "Completed"
-		t.message = message{"Update.1.0.UpdateSuccessful", "The update completed successfully.", nil, "OK", "None."}
-		for p, v := range t.items {
-			b.upd.staged[p] = staged{version: v, applyTime: t.applyTime, digest: t.digest}
-		}
-		if t.applyTime == "Immediate" {
-			b.applyStaged("Immediate")
+		// A restart finishes the flash it interrupts.
+		if t.state == "Running" && (restart || !now.Before(t.start.Add(taskTime))) {
+			b.finish(t)
+			changed = true
 		}
 	}
-	if changed {
-		b.syncTasks()
-	}
-	if b.restarting() && !b.upd.dropped {
+	if restart {
 		b.upd.dropped = true
 		for _, s := range b.sessions {
 			b.dropSession(s)
 		}
 		if b.cfg.Update.ForgetTasks {
+			for _, t := range b.upd.tasks {
+				b.put(fmt.Sprintf("%s/%d", tasksPath, t.id), nil)
+			}
 			b.upd.tasks = nil
-			b.syncTasks()
 		}
+		changed = true
+	}
+	if changed {
+		b.syncTasks()
+	}
+}
+
+// finish ends a running task: failed as scripted, or completed with its
+// versions staged (applied at once for Immediate). b.mu held.
+func (b *BMC) finish(t *vtask) {
+	if msg := b.cfg.Update.FailMessage; msg != "" {
+		t.state, t.message = "Exception", message{"Update.1.0.ApplyFailed", msg, nil, "Critical", "Contact the vendor."}
+		return
+	}
+	t.state = "Completed"
+	t.message = message{"Update.1.0.UpdateSuccessful", "The update completed successfully.", nil, "OK", "None."}
+	for p, v := range t.items {
+		b.upd.staged[p] = staged{version: v, applyTime: t.applyTime, digest: t.digest}
+	}
+	if t.applyTime == "Immediate" {
+		b.applyStaged("Immediate")
 	}
 }
 
@@ -414,12 +461,15 @@ func (b *BMC) taskDoc(t *vtask) map[string]any {
 	return map[string]any{"@odata.id": p, "@odata.type": "#Task.v1_7_0.Task", "Id": strconv.Itoa(t.id), "Name": "Firmware update",
 		"TaskState": t.state, "TaskStatus": status, "PercentComplete": json.Number(strconv.Itoa(min(pct, 100))),
 		"StartTime": t.start.UTC().Format(time.RFC3339), "TaskMonitor": p + "/Monitor", "Messages": m,
-		"Payload": map[string]any{"TargetUri": t.payload}}
+		"Payload": map[string]any{"TargetUri": t.payload, "HttpOperation": "POST", "JsonBody": t.body}}
 }
 
 // syncTasks rewrites the task resources and their collection. b.mu held.
 func (b *BMC) syncTasks() {
 	var ms []any
+	for _, c := range b.upd.captured {
+		ms = append(ms, map[string]any{"@odata.id": c})
+	}
 	for _, t := range b.upd.tasks {
 		p := fmt.Sprintf("%s/%d", tasksPath, t.id)
 		b.put(p, b.taskDoc(t))

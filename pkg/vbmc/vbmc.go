@@ -387,6 +387,8 @@ func (b *BMC) patch(w http.ResponseWriter, r *http.Request, p string) {
 		status, msg = b.patchAccountService(p, body)
 	case typeIs(doc, "VirtualMedia"):
 		status, msg = b.patchMedia(p, body)
+	case typeIs(doc, "UpdateService"):
+		status, msg = b.patchUpdateService(p, body)
 	default:
 		status, msg = http.StatusMethodNotAllowed, ptr(msgNotAllowed(r.Method, p))
 	}
