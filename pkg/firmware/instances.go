@@ -2,8 +2,8 @@ package firmware
 
 import (
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
@@ -146,7 +146,9 @@ func words(s string) map[string]bool {
 	return out
 }
 
-func isAlnum(r rune) bool { return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' }
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
 
 func numeric(s string) bool {
 	return s != "" && strings.Trim(s, "0123456789") == ""
@@ -170,4 +172,3 @@ func firstOf(s ...string) string {
 	}
 	return ""
 }
-

@@ -69,7 +69,7 @@ type Instance struct {
 	Model      string `json:"model,omitempty"`  // the inventory's model where known ("NVIDIA A40", "ConnectX-7")
 	Target     string `json:"target,omitempty"` // FirmwareInventory URI ("" for in-band only)
 	Source     string `json:"source"`           // redfish or inband
-	Version    string `json:"found"` // the version running now ("" when none is reported)
+	Version    string `json:"found"`            // the version running now ("" when none is reported)
 	Updateable bool   `json:"updateable"`
 	names      []string
 }

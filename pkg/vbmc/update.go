@@ -113,8 +113,8 @@ type updateState struct {
 	refused      int               // starts refused for MaxUpdates
 	restartFrom  time.Time
 	restartUntil time.Time
-	dropped      bool // the restart has dropped the sessions
-	sawOff       bool // the host was off since the last boot (for ACCycle)
+	dropped      bool     // the restart has dropped the sessions
+	sawOff       bool     // the host was off since the last boot (for ACCycle)
 	captured     []string // the mockup's own tasks, kept listed
 	firstID      int      // this BMC's tasks are numbered from here (after the captured ones)
 }

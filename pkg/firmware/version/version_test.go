@@ -38,7 +38,7 @@ func TestCompare(t *testing.T) {
 		{"7.10.30.00", "7.10.30.00", 0, true},
 		{"12.84.13", "12.84.9", 1, true},
 		{"C27", "C28", -1, true}, // GIGABYTE/AMI BIOS
-		{"ff", "fe", 0, false}, // GIGABYTE CPLD "ff": no order, only equality
+		{"ff", "fe", 0, false},   // GIGABYTE CPLD "ff": no order, only equality
 	} {
 		got, ok := Compare(tc.a, tc.b)
 		if got != tc.want || ok != tc.ok {
