@@ -181,12 +181,18 @@ func testILONone(t *testing.T) {
 // System's settings object with If-Match. withHeader false: the settings
 // object carries its ETag only in @odata.etag.
 func testIDRACBootSettings(t *testing.T, withHeader bool) {
+	var c *bmc.Client
+	testIDRACBootSettingsClient(t, withHeader, &c)
+}
+
+func testIDRACBootSettingsClient(t *testing.T, withHeader bool, cp **bmc.Client) {
 	const sys, so = "System.Embedded.1", "/redfish/v1/Systems/System.Embedded.1/Settings"
 	docs := withSystem(fragmentRoot("Dell", "Dell"), sys, fragmentSystem(sys,
 		`{"BootSourceOverrideEnabled": "Disabled", "BootSourceOverrideTarget": "None", "BootSourceOverrideMode": "UEFI", `+allowedTargets+`}`,
 		`, "@Redfish.Settings": {"@odata.type": "#Settings.v1_3_5.Settings", "SettingsObject": {"@odata.id": "`+so+`"}}`))
 	docs[so] = `{"@odata.id": "` + so + `", "@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "@odata.etag": "W/\"77\"", "Id": "Settings", "Boot": {}}`
 	_, e, c := fragmentBMC(t, docs)
+	*cp = c
 	var rec recorder
 	e.setHook(func(w http.ResponseWriter, r *http.Request, body []byte) bool {
 		switch {

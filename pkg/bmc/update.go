@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -145,19 +146,11 @@ func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
 		return UpdateService{}, &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
 			Err: errors.New("the service root links no UpdateService: this BMC offers no Redfish firmware update")}
 	}
-	var doc updateDoc
-	if err := json.Unmarshal(us.RawData, &doc); err != nil {
+	out, info, err := parseUpdateService(us.ODataID, us.RawData)
+	if err != nil {
 		return UpdateService{}, c.wrap(op, err)
 	}
-	out := UpdateService{URI: cmpOr(doc.ID, us.ODataID), SimpleUpdate: doc.Actions.SimpleUpdate.Target,
-		TransferProtocols: doc.Actions.SimpleUpdate.Protocols, MultipartPushURI: doc.MultipartPushURI, PushURI: doc.PushURI,
-		ApplyTimes: doc.PushOptions.ApplyTime.Allowed}
-	for name, a := range doc.Actions.Oem {
-		if strings.Contains(strings.ToLower(name), "rollback") {
-			out.Rollback = a.Target
-		}
-	}
-	if info := doc.Actions.SimpleUpdate.Info; info != "" {
+	if info != "" {
 		if err := c.readActionInfo(ctx, api, info, &out); err != nil {
 			return out, c.wrap(op+": reading "+info, err)
 		}
@@ -171,6 +164,24 @@ func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
 			Err: errors.New(r.problems[0].Part + ": " + r.problems[0].Detail)}
 	}
 	return out, nil
+}
+
+// parseUpdateService reads an UpdateService resource; info is its
+// SimpleUpdate ActionInfo's URI ("" when none).
+func parseUpdateService(uri string, raw []byte) (out UpdateService, info string, err error) {
+	var doc updateDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return out, "", fmt.Errorf("decoding the UpdateService: %w", err)
+	}
+	out = UpdateService{URI: cmpOr(doc.ID, uri), SimpleUpdate: doc.Actions.SimpleUpdate.Target,
+		TransferProtocols: doc.Actions.SimpleUpdate.Protocols, MultipartPushURI: doc.MultipartPushURI, PushURI: doc.PushURI,
+		ApplyTimes: doc.PushOptions.ApplyTime.Allowed}
+	for _, name := range slices.Sorted(maps.Keys(doc.Actions.Oem)) {
+		if strings.Contains(strings.ToLower(name), "rollback") {
+			out.Rollback = doc.Actions.Oem[name].Target
+		}
+	}
+	return out, doc.Actions.SimpleUpdate.Info, nil
 }
 
 // readActionInfo adds what SimpleUpdate's ActionInfo says.
