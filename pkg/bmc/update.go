@@ -259,3 +259,33 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// FirmwareItem reads one FirmwareInventory entry (its version now): one
+// GET, where UpdateService reads the whole inventory. Component is the
+// entry's Name (telling apart entries that share a name needs them all).
+func (c *Client) FirmwareItem(ctx context.Context, uri string) (FirmwareItem, error) {
+	op := "reading firmware " + uri
+	api, err := c.gf(ctx)
+	if err != nil {
+		return FirmwareItem{}, err
+	}
+	var raw json.RawMessage
+	if _, err := getJSON(api, uri, &raw); err != nil {
+		return FirmwareItem{}, c.wrap(op, err)
+	}
+	var d struct {
+		ID      string `json:"Id"`
+		Name    string `json:"Name"`
+		Version string `json:"Version"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return FirmwareItem{}, c.wrap(op, err)
+	}
+	it := firmwareItem{id: d.ID, name: strings.TrimSpace(d.Name), version: d.Version, context: hpeDeviceContext(raw)}
+	it.fill(raw)
+	it.component = firstNonEmpty(it.name, it.id)
+	if it.uri == "" {
+		it.uri = uri
+	}
+	return it.export(), nil
+}

@@ -26,6 +26,8 @@ type BMC interface {
 	// StartUpdate starts one update and MUST NOT retry once the request
 	// may have reached the BMC (a second start flashes twice).
 	StartUpdate(ctx context.Context, us bmc.UpdateService, req bmc.UpdateRequest) (bmc.UpdateStart, error)
+	// FirmwareItem reads one FirmwareInventory entry (its version now).
+	FirmwareItem(ctx context.Context, uri string) (bmc.FirmwareItem, error)
 	Task(ctx context.Context, uri string) (bmc.Task, error)
 	Tasks(ctx context.Context) ([]bmc.Task, error)
 	ResetForFirmware(ctx context.Context, applyTime string) error
@@ -102,6 +104,9 @@ type Options struct {
 	Poll     time.Duration // between task and version reads; default 5s
 	Rollback bool          // on failure, restore the previous image where the BMC keeps one
 	Method   string        // force a start method (bmc.MethodSimpleUpdate ...); "" picks
+	// Service is the UpdateService the plan was just made from: Apply
+	// does not read the whole inventory again before the start. nil: read.
+	Service *bmc.UpdateService
 	Now      func() time.Time
 	Sleep    func(ctx context.Context, d time.Duration) error
 	Logger   *slog.Logger
@@ -160,6 +165,15 @@ type run struct {
 func Apply(ctx context.Context, b BMC, imgs Images, s Step, o Options, save Saver) (Step, error) {
 	o.defaults()
 	r := &run{b: b, imgs: imgs, o: o, save: save, s: s, deadline: o.Now().Add(o.Timeout)}
+	if o.Service != nil && s.Phase == PhasePending {
+		r.us = *o.Service
+		r.s.Before = map[string]string{}
+		for _, it := range r.us.Items {
+			if _, ok := s.Want[it.URI]; ok {
+				r.s.Before[it.URI] = it.Version
+			}
+		}
+	}
 	if r.s.Phase == "" {
 		r.s.Phase = PhasePending
 	}
@@ -295,8 +309,12 @@ func (r *run) checkPackage(ctx context.Context) error {
 	return nil
 }
 
-// versions reads the targets' versions now.
+// versions reads the targets' versions now: the whole UpdateService the
+// first time (StartUpdate needs it), then each target alone.
 func (r *run) versions(ctx context.Context) (map[string]string, error) {
+	if r.us.URI != "" {
+		return r.targetVersions(ctx)
+	}
 	var us bmc.UpdateService
 	err := r.withBMC(ctx, "reading the firmware inventory", func() (err error) {
 		us, err = r.b.UpdateService(ctx)
@@ -310,6 +328,29 @@ func (r *run) versions(ctx context.Context) (map[string]string, error) {
 	for _, it := range us.Items {
 		if _, ok := r.s.Want[it.URI]; ok {
 			out[it.URI] = it.Version
+		}
+	}
+	return out, nil
+}
+
+// targetVersions reads each target's entry (and keeps what it says, for
+// checkAfter).
+func (r *run) targetVersions(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, t := range slices.Sorted(maps.Keys(r.s.Want)) {
+		var it bmc.FirmwareItem
+		err := r.withBMC(ctx, "reading firmware "+t, func() (err error) {
+			it, err = r.b.FirmwareItem(ctx, t)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[t] = it.Version
+		for i := range r.us.Items {
+			if r.us.Items[i].URI == t {
+				r.us.Items[i].Version, r.us.Items[i].SHA256 = it.Version, it.SHA256
+			}
 		}
 	}
 	return out, nil

@@ -28,7 +28,7 @@ type memImages struct {
 	fetch int
 }
 
-func newImages(t *testing.T, withURL bool, pkgs ...[]byte) (*memImages, []string) {
+func newImages(t testing.TB, withURL bool, pkgs ...[]byte) (*memImages, []string) {
 	t.Helper()
 	m := &memImages{pkgs: map[string][]byte{}}
 	var shas []string
