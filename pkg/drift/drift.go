@@ -351,8 +351,12 @@ func (fs *findings) psus(psus []machine.PSU, s recipe.PSUSpec) {
 // (update blocks like block until a campaign brings the component to the
 // pin); versions compare as vendors write them (pkg/firmware/version:
 // "2.72 Sep 04 2022" is 2.72). A pinned component the hardware does not
-// report is a mismatch too, unless warn.
-func (fs *findings) pin(f recipe.Firmware, component, label, want string, have []string) {
+// report is a mismatch too, unless warn, on the BMC's inventory (Source
+// "redfish"): the one that judges firmware (the engine checks firmware
+// pins on the BMC's read; the agent cannot see a BMC's or a CPLD's
+// firmware, so on an in-band inventory a component it does not show is
+// info).
+func (fs *findings) pin(f recipe.Firmware, bmcRead bool, component, label, want string, have []string) {
 	if want == "" {
 		return
 	}
@@ -363,7 +367,7 @@ func (fs *findings) pin(f recipe.Firmware, component, label, want string, have [
 		sev = Warning
 	}
 	if len(have) == 0 {
-		if action == recipe.FirmwareWarn {
+		if action == recipe.FirmwareWarn || !bmcRead {
 			fs.add(Info, part, label+" firmware version not reported", want, "unknown")
 			return
 		}
@@ -423,12 +427,12 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	if inv.System.BIOSVersion != "" {
 		bios = []string{inv.System.BIOSVersion}
 	}
-	fs.pin(f, "bios", "BIOS", f.BIOS.Version, bios)
+	fs.pin(f, inv.Source == "redfish", "bios", "BIOS", f.BIOS.Version, bios)
 	bmcv := firmwareEntries(inv, "BMC")
 	if inv.System.BMCVersion != "" {
 		bmcv = []string{inv.System.BMCVersion}
 	}
-	fs.pin(f, "bmc", "BMC", f.BMC.Version, bmcv)
+	fs.pin(f, inv.Source == "redfish", "bmc", "BMC", f.BMC.Version, bmcv)
 	var gpu []string
 	for _, g := range inv.GPUs {
 		if g.Firmware != "" && (f.GPU.Component == "" || sameComponent(g.Model, f.GPU.Component)) {
@@ -438,7 +442,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	if len(gpu) == 0 {
 		gpu = firmwareEntries(inv, "GPU")
 	}
-	fs.pin(f, "gpu", "GPU", f.GPU.Version, gpu)
+	fs.pin(f, inv.Source == "redfish", "gpu", "GPU", f.GPU.Version, gpu)
 	fs.nicFirmware(inv, f, nicSpecs)
 	names := make([]string, 0, len(f.Other))
 	for k := range f.Other {
@@ -452,7 +456,7 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 				have = append(have, e.Version)
 			}
 		}
-		fs.pin(f, "other."+k, k, f.Other[k].Version, have)
+		fs.pin(f, inv.Source == "redfish", "other."+k, k, f.Other[k].Version, have)
 	}
 }
 
@@ -476,13 +480,13 @@ func (fs *findings) nicFirmware(inv machine.Inventory, f recipe.Firmware, specs 
 	}
 	for i, s := range specs {
 		if s.Firmware != "" {
-			fs.pin(f, "nic", "NIC "+s.Model, s.Firmware, byModel[i])
+			fs.pin(f, inv.Source == "redfish", "nic", "NIC "+s.Model, s.Firmware, byModel[i])
 		}
 	}
 	if len(rest) == 0 && len(byModel) == 0 {
 		rest = firmwareEntries(inv, "NIC")
 	}
-	fs.pin(f, "nic", "NIC", f.NIC.Version, rest)
+	fs.pin(f, inv.Source == "redfish", "nic", "NIC", f.NIC.Version, rest)
 }
 
 // power checks that the working PSUs, less the redundancy reserve and the

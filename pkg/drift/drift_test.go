@@ -199,14 +199,18 @@ func TestCheck(t *testing.T) {
 			},
 			want: []Finding{{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "26.36.1010", ""}},
 		},
-		"BMC version unknown: a mismatch": {
-			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
+		"BMC version unknown to the BMC: a mismatch": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion, i.Source = "", "redfish" },
 			want: []Finding{{Critical, "firmware BMC", "BMC firmware version not reported: cannot show the pin holds (policy block)",
 				"1.9", "not reported", ""}},
 		},
+		"BMC version unknown in-band: the BMC's read judges it": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion, i.Source = "", "agent" },
+			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
+		},
 		"BMC version unknown, policy warn": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
-				i.System.BMCVersion = ""
+				i.System.BMCVersion, i.Source = "", "redfish"
 				r.Firmware.BMC.Policy = recipe.FirmwareWarn
 			},
 			want: []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
