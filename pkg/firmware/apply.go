@@ -107,9 +107,9 @@ type Options struct {
 	// Service is the UpdateService the plan was just made from: Apply
 	// does not read the whole inventory again before the start. nil: read.
 	Service *bmc.UpdateService
-	Now      func() time.Time
-	Sleep    func(ctx context.Context, d time.Duration) error
-	Logger   *slog.Logger
+	Now     func() time.Time
+	Sleep   func(ctx context.Context, d time.Duration) error
+	Logger  *slog.Logger
 }
 
 func (o *Options) defaults() {
