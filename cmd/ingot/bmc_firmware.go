@@ -89,3 +89,22 @@ func writePlan(e *env, p firmware.Plan) error {
 	}
 	return t.flush()
 }
+
+// runBMCQuirks implements `ingot bmc quirks`: the BMC deviations pkg/bmc
+// knows and handles (no BMC is contacted).
+func runBMCQuirks(e *env, args []string) error {
+	fs := e.flagSet("bmc quirks", "bmc quirks [-o table|json]")
+	output := fs.String("o", "table", "output format: table or json")
+	if err := e.parse(fs, args); err != nil {
+		return helpOK(err)
+	}
+	qs := bmc.Quirks()
+	if *output == "json" {
+		return e.printJSON(qs)
+	}
+	t := newCLITable(e.stdout, "QUIRK", "VENDOR", "BEHAVIOUR", "HANDLING")
+	for _, q := range qs {
+		t.row(string(q.Name), q.Vendor, q.Behaviour, q.Handling)
+	}
+	return t.flush()
+}

@@ -53,6 +53,14 @@ func TestBMCFirmwarePlan(t *testing.T) {
 	}
 }
 
+// TestBMCQuirks lists the quirk table without a BMC.
+func TestBMCQuirks(t *testing.T) {
+	out, errOut, err := runIngot(t, "bmc", "quirks")
+	if err != nil || !strings.Contains(out, "ilo-boot-target-none-refused") || !strings.Contains(out, "Supermicro") {
+		t.Errorf("bmc quirks: %v\n%s%s", err, out, errOut)
+	}
+}
+
 // TestFirmwareImport: the package lands in the content store under its
 // sha256 and name.
 func TestFirmwareImport(t *testing.T) {

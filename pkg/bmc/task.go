@@ -65,13 +65,8 @@ type taskDoc struct {
 func (d taskDoc) messages() []string {
 	var out []string
 	for _, m := range d.Messages {
-		switch {
-		case m.MessageID != "" && m.Message != "":
-			out = append(out, m.MessageID+": "+m.Message)
-		case m.Message != "":
-			out = append(out, m.Message)
-		case m.MessageID != "":
-			out = append(out, m.MessageID)
+		if l := messageLine(m.MessageID, m.Message); l != "" {
+			out = append(out, l)
 		}
 	}
 	return out

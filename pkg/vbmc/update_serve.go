@@ -1,6 +1,7 @@
 package vbmc
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -248,7 +250,7 @@ func (b *BMC) newTask(img []byte, targets []string, applyTime, payload string) *
 	if err == nil {
 		t.items, err = b.matchItems(doc, targets)
 	}
-	t.applyTime = firstNonEmptyStr(doc.Firmware.ApplyTime, applyTime, b.cfg.Update.ApplyTime, "OnReset")
+	t.applyTime = cmp.Or(doc.Firmware.ApplyTime, applyTime, b.cfg.Update.ApplyTime, "OnReset")
 	if err != nil {
 		t.state, t.message = "Exception", message{"Update.1.0.ApplyFailed", "Update failed: " + err.Error() + ".", nil, "Critical", "Use an image made for this BMC."}
 	}
@@ -259,15 +261,6 @@ func (b *BMC) newTask(img []byte, targets []string, applyTime, payload string) *
 		b.upd.dropped = false
 	}
 	return t
-}
-
-func firstNonEmptyStr(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 func cmpDur(d, def time.Duration) time.Duration {
@@ -348,7 +341,7 @@ func (b *BMC) restarting() bool {
 // effect. b.mu held.
 func (b *BMC) applyStaged(times ...string) {
 	for p, s := range b.upd.staged {
-		if !containsStr(times, s.applyTime) {
+		if !slices.Contains(times, s.applyTime) {
 			continue
 		}
 		delete(b.upd.staged, p)
@@ -364,15 +357,6 @@ func (b *BMC) applyStaged(times ...string) {
 		b.upd.flashes[p]++
 		b.event("FirmwareUpdated", "Version Change", "Firmware %s is now version %s.", str(doc["Name"]), s.version)
 	}
-}
-
-func containsStr(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // setVersion changes a FirmwareInventory entry's version (and the
