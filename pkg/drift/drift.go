@@ -13,12 +13,14 @@
 package drift
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ingot-dev/ingot/pkg/firmware/version"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
@@ -349,9 +351,17 @@ func (fs *findings) psus(psus []machine.PSU, s recipe.PSUSpec) {
 }
 
 // pin compares a component's reported versions with its pin. component
-// is the firmware.policy key (bios, bmc, gpu, nic, other.NAME) and label
-// how findings name it. A mismatch is critical unless the policy says warn.
-func (fs *findings) pin(f recipe.Firmware, component, label, want string, have []string, inBand bool) {
+// is the firmware pin key (bios, bmc, gpu, nic, other.NAME) and label how
+// findings name it. A mismatch is critical unless the policy says warn
+// (update blocks like block until a campaign brings the component to the
+// pin); versions compare as vendors write them (pkg/firmware/version:
+// "2.72 Sep 04 2022" is 2.72). A pinned component the hardware does not
+// report is a mismatch too, unless warn, on the BMC's inventory (Source
+// "redfish"): the one that judges firmware (the engine checks firmware
+// pins on the BMC's read; the agent cannot see a BMC's or a CPLD's
+// firmware, so on an in-band inventory a component it does not show is
+// info).
+func (fs *findings) pin(f recipe.Firmware, bmcRead bool, component, label, want string, have []string) {
 	if want == "" {
 		return
 	}
@@ -361,20 +371,16 @@ func (fs *findings) pin(f recipe.Firmware, component, label, want string, have [
 	if action == recipe.FirmwareWarn {
 		sev = Warning
 	}
-	switch {
-	case len(have) == 0 && inBand:
-		// The agent reads no BMC, CPLD or (without a driver) GPU firmware:
-		// the BMC inventory of the same job judges the pin.
-		fs.add(Info, part, label+" firmware version not readable in-band; the BMC inventory judges the pin", want, "unknown")
-		return
-	case len(have) == 0:
-		// A pin the hardware does not report is no pass: it counts as a
-		// mismatch under the pin's policy.
-		fs.add(sev, part, fmt.Sprintf("%s firmware version not reported: counts as not at the pin (policy %s)", label, action), want, "unknown")
+	if len(have) == 0 {
+		if action == recipe.FirmwareWarn || !bmcRead {
+			fs.add(Info, part, label+" firmware version not reported", want, "unknown")
+			return
+		}
+		fs.add(sev, part, fmt.Sprintf("%s firmware version not reported: cannot show the pin holds (policy %s)", label, action), want, "not reported")
 		return
 	}
 	for _, h := range dedupe(have) {
-		if strings.TrimSpace(h) != want {
+		if !version.Equal(h, want) {
 			fs.add(sev, part, fmt.Sprintf("%s firmware not at the pinned version (policy %s)", label, action), want, h)
 		}
 	}
@@ -426,22 +432,22 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	if inv.System.BIOSVersion != "" {
 		bios = []string{inv.System.BIOSVersion}
 	}
-	fs.pin(f, "bios", "BIOS", f.BIOS, bios, inv.Source == "agent")
+	fs.pin(f, inv.Source == "redfish", "bios", "BIOS", f.BIOS.Version, bios)
 	bmcv := firmwareEntries(inv, "BMC")
 	if inv.System.BMCVersion != "" {
 		bmcv = []string{inv.System.BMCVersion}
 	}
-	fs.pin(f, "bmc", "BMC", f.BMC, bmcv, inv.Source == "agent")
+	fs.pin(f, inv.Source == "redfish", "bmc", "BMC", f.BMC.Version, bmcv)
 	var gpu []string
 	for _, g := range inv.GPUs {
-		if g.Firmware != "" {
+		if g.Firmware != "" && (f.GPU.Component == "" || sameComponent(g.Model, f.GPU.Component)) {
 			gpu = append(gpu, g.Firmware)
 		}
 	}
 	if len(gpu) == 0 {
 		gpu = firmwareEntries(inv, "GPU")
 	}
-	fs.pin(f, "gpu", "GPU", f.GPU, gpu, inv.Source == "agent")
+	fs.pin(f, inv.Source == "redfish", "gpu", "GPU", f.GPU.Version, gpu)
 	fs.nicFirmware(inv, f, nicSpecs)
 	names := make([]string, 0, len(f.Other))
 	for k := range f.Other {
@@ -451,11 +457,11 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	for _, k := range names {
 		var have []string
 		for _, e := range inv.Firmware {
-			if sameComponent(e.Component, k) {
+			if sameComponent(e.Component, cmp.Or(f.Other[k].Component, k)) {
 				have = append(have, e.Version)
 			}
 		}
-		fs.pin(f, "other."+k, k, f.Other[k], have, inv.Source == "agent")
+		fs.pin(f, inv.Source == "redfish", "other."+k, k, f.Other[k].Version, have)
 	}
 }
 
@@ -479,13 +485,13 @@ func (fs *findings) nicFirmware(inv machine.Inventory, f recipe.Firmware, specs 
 	}
 	for i, s := range specs {
 		if s.Firmware != "" {
-			fs.pin(f, "nic", "NIC "+s.Model, s.Firmware, byModel[i], inv.Source == "agent")
+			fs.pin(f, inv.Source == "redfish", "nic", "NIC "+s.Model, s.Firmware, byModel[i])
 		}
 	}
 	if len(rest) == 0 && len(byModel) == 0 {
 		rest = firmwareEntries(inv, "NIC")
 	}
-	fs.pin(f, "nic", "NIC", f.NIC, rest, inv.Source == "agent")
+	fs.pin(f, inv.Source == "redfish", "nic", "NIC", f.NIC.Version, rest)
 }
 
 // power checks that the working PSUs, less the redundancy reserve and the

@@ -127,10 +127,11 @@ func TestTemplate(t *testing.T) {
 }
 
 func TestFirmwarePolicy(t *testing.T) {
-	f := Firmware{GPU: "96.00.74.00.01", Other: map[string]string{"cpld": "1.0.4"},
+	f := Firmware{GPU: Pin{Version: "96.00.74.00.01"}, BMC: Pin{Version: "7.1", Policy: FirmwareUpdate},
+		Other:  map[string]Pin{"cpld": {Version: "1.0.4"}},
 		Policy: map[string]FirmwareAction{"gpu": FirmwareWarn, "other.cpld": FirmwareWarn, "bios": FirmwareBlock}}
 	for c, want := range map[string]FirmwareAction{"gpu": FirmwareWarn, "other.cpld": FirmwareWarn, "bios": FirmwareBlock,
-		"bmc": FirmwareBlock, "other.hgx": FirmwareBlock} {
+		"bmc": FirmwareUpdate, "nic": FirmwareBlock, "other.hgx": FirmwareBlock} {
 		if got := f.Action(c); got != want {
 			t.Errorf("Action(%s) = %s, want %s", c, got, want)
 		}

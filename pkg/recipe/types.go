@@ -99,36 +99,6 @@ type DiskSpec struct {
 	Count   int    `json:"count,omitempty" min:"1"`
 }
 
-// Firmware pins versions. A machine whose firmware differs from a pin is
-// not ready (the drift check's finding is critical) unless Policy says
-// warn for that component.
-type Firmware struct {
-	BIOS   string                    `json:"bios,omitempty"`
-	BMC    string                    `json:"bmc,omitempty"`
-	GPU    string                    `json:"gpu,omitempty"`
-	NIC    string                    `json:"nic,omitempty"`
-	Other  map[string]string         `json:"other,omitempty" doc:"component name -> version"`
-	Policy map[string]FirmwareAction `json:"policy,omitempty" doc:"component -> block or warn: what a version mismatch does (default block: the machine is not ready); components: bios, bmc, gpu, nic, other.NAME"`
-}
-
-// FirmwareAction is what a firmware mismatch does.
-type FirmwareAction string
-
-// The firmware actions.
-const (
-	FirmwareBlock FirmwareAction = "block" // the machine is not ready until the firmware is at the pin
-	FirmwareWarn  FirmwareAction = "warn"  // reported, does not block
-)
-
-// Action returns the policy of a component: bios, bmc, gpu, nic, or
-// other.NAME for a key of Other. Block unless the policy says warn.
-func (f Firmware) Action(component string) FirmwareAction {
-	if f.Policy[component] == FirmwareWarn {
-		return FirmwareWarn
-	}
-	return FirmwareBlock
-}
-
 // BIOS holds the boot mode and Redfish BIOS attributes.
 type BIOS struct {
 	BootMode   string           `json:"boot_mode,omitempty" doc:"uefi or legacy" enum:"uefi,legacy"`
