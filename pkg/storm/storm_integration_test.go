@@ -1,0 +1,97 @@
+//go:build integration
+
+package storm_test
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/storm"
+)
+
+// TestMain runs the storm's machines when RunIn starts this binary again
+// inside the client namespace.
+func TestMain(m *testing.M) {
+	storm.ClientMain()
+	os.Exit(m.Run())
+}
+
+// TestIntegrationBootStorm powers 200 simulated machines on at once against
+// the real `ingot serve`, each through firmware DHCP, TFTP, iPXE's DHCP,
+// its script, the agent's kernel and initrd (the files `make lab` builds)
+// and the agent's first two API calls over TLS, and requires every one of
+// them to get through every step within 90 s, with the server's own
+// counters agreeing.
+func TestIntegrationBootStorm(t *testing.T) {
+	n := envInt("INGOT_STORM_MACHINES", 200) // fewer for a quick look
+	env := newStormEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	g := env.startIngot(t, ctx)
+	ms := storm.Machines(n)
+	start := time.Now()
+	if err := g.Prepare(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d machines enrolled, reimage jobs started, all provisioning in %v", n, time.Since(start).Round(time.Millisecond))
+	before, err := g.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := storm.RunIn(ctx, env.cli, storm.Config{Iface: storm.ClientIface, Machines: ms, Files: env.files, API: true},
+		t.TempDir(), 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := rep.Summarize(append(storm.BootSteps, storm.AgentSteps...))
+	t.Logf("storm of %d machines in %v (load generator CPU %v):\n%s", n, rep.Wall.Round(time.Millisecond), rep.ClientCPU.Round(time.Millisecond), sum)
+	if err := sum.Check(); err != nil {
+		t.Error(err)
+	}
+	if rep.Wall > 90*time.Second {
+		t.Errorf("the storm took %v, goal within 90 s", rep.Wall)
+	}
+	after, err := g.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server's counters agree with the machines': one TFTP transfer
+	// each (and one aborted tsize probe per UEFI machine), one script each.
+	for _, c := range []struct {
+		metric string
+		want   int
+	}{
+		{`ingot_tftp_transfers_total{result="ok"}`, n},
+		{`ingot_tftp_transfers_total{result="aborted"}`, n / 2},
+		{`ingot_http_requests_total{code="200",route="ipxe"}`, n},
+	} {
+		if got := counter(after, c.metric) - counter(before, c.metric); got != c.want {
+			t.Errorf("%s went up by %d during the storm, want %d (one per machine)", c.metric, got, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("serve.log (tail):\n%s", g.Tail("serve", 4000))
+	}
+}
+
+// counter reads one sample of a Prometheus text exposition (0: absent).
+func counter(text, metric string) int {
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + ` ([0-9.e+]+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return int(v)
+}
+
+func envInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
