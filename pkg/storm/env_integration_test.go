@@ -17,13 +17,11 @@ import (
 )
 
 // stormEnv is what every storm needs: the ingot binary, the agent's real
-// kernel and initramfs, the sums of every file a machine fetches, and a
-// server and a client namespace joined by a veth pair.
+// kernel and initramfs, and the sums of every file a machine fetches.
 type stormEnv struct {
 	root, bin      string
 	kernel, initrd string
 	files          storm.Files
-	srv, cli       *netns.NS
 }
 
 // firstStages are the iPXE binaries ingot and the peers serve by TFTP
@@ -48,11 +46,18 @@ func newStormEnv(t testing.TB) *stormEnv {
 		e.files.FirstStage[f] = sum(t, filepath.Join("/usr/lib/ipxe", f))
 	}
 	e.files.Kernel, e.files.Initrd = sum(t, e.kernel), sum(t, e.initrd)
-	e.srv, e.cli = netnstest.New(t, "storm-s"), netnstest.New(t, "storm-c")
-	if err := storm.Link(context.Background(), e.srv, e.cli); err != nil {
+	return e
+}
+
+// net makes a server and a client namespace joined by a veth pair,
+// removed when the test ends.
+func (e *stormEnv) net(t testing.TB) (srv, cli *netns.NS) {
+	t.Helper()
+	srv, cli = netnstest.New(t, "storm-s"), netnstest.New(t, "storm-c")
+	if err := storm.Link(context.Background(), srv, cli); err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return srv, cli
 }
 
 func sum(t testing.TB, path string) storm.Sum {
@@ -66,9 +71,9 @@ func sum(t testing.TB, path string) storm.Sum {
 
 // startIngot starts `ingot serve` in the server namespace, stopped (and
 // its log shown, on failure) when the test ends.
-func (e *stormEnv) startIngot(t testing.TB, ctx context.Context) *storm.Ingot {
+func (e *stormEnv) startIngot(t testing.TB, ctx context.Context, srv *netns.NS) *storm.Ingot {
 	t.Helper()
-	g, err := storm.StartIngot(ctx, storm.IngotConfig{NS: e.srv, Bin: e.bin, Dir: t.TempDir(), Kernel: e.kernel, Initrd: e.initrd,
+	g, err := storm.StartIngot(ctx, storm.IngotConfig{NS: srv, Bin: e.bin, Dir: t.TempDir(), Kernel: e.kernel, Initrd: e.initrd,
 		Mockup: filepath.Join(e.root, "testdata", "redfish-mockups", "dmtf-public-rackmount1")})
 	if err != nil {
 		t.Fatal(err)

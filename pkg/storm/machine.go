@@ -160,7 +160,7 @@ func (b *boot) firstStage(_ context.Context, sr *StepResult) error {
 		probe: b.m.Firmware == UEFI, windows: b.m.Firmware == UEFI, timeout: b.r.cfg.TFTPTimeout, retries: b.r.cfg.TFTPRetries}
 	h := crc32.New(castagnoli)
 	res, err := g.run(h)
-	sr.Resent, sr.Bytes = res.resent, res.bytes
+	sr.Resent, sr.Bytes, sr.Wait = res.resent, res.bytes, res.wait
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func (b *boot) ipxeDHCP(ctx context.Context, sr *StepResult) error {
 }
 
 func (b *boot) script(ctx context.Context, sr *StepResult) error {
-	body, err := b.get(ctx, b.next, 64<<10)
+	body, err := b.get(ctx, sr, b.next, 64<<10)
 	sr.Bytes = int64(len(body))
 	if err != nil {
 		return err
@@ -210,8 +210,8 @@ func (b *boot) initrd(ctx context.Context, sr *StepResult) error {
 }
 
 // get reads a small answer (the script) whole.
-func (b *boot) get(ctx context.Context, url string, limit int64) ([]byte, error) {
-	resp, err := b.do(ctx, url)
+func (b *boot) get(ctx context.Context, sr *StepResult, url string, limit int64) ([]byte, error) {
+	resp, err := b.do(ctx, sr, url)
 	if err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func (b *boot) get(ctx context.Context, url string, limit int64) ([]byte, error)
 // fetch downloads url as iPXE does (the whole body, one request) and
 // checks it against want.
 func (b *boot) fetch(ctx context.Context, sr *StepResult, url string, want Sum) error {
-	resp, err := b.do(ctx, url)
+	resp, err := b.do(ctx, sr, url)
 	if err != nil {
 		return err
 	}
@@ -242,13 +242,15 @@ func (b *boot) fetch(ctx context.Context, sr *StepResult, url string, want Sum) 
 
 // do sends a GET from the machine's address; anything but 200 is an error
 // (iPXE has no retry: a failed download is a failed boot).
-func (b *boot) do(ctx context.Context, url string) (*http.Response, error) {
+func (b *boot) do(ctx context.Context, sr *StepResult, url string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	req.Header.Set("User-Agent", "iPXE/1.0.0+ (storm)")
+	start := time.Now()
 	resp, err := b.http.Do(req)
+	sr.Wait = time.Since(start)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}

@@ -39,9 +39,12 @@ type StepResult struct {
 	Start  time.Duration `json:"start"` // offsets from the storm's start
 	End    time.Duration `json:"end"`
 	Resent int           `json:"resent,omitempty"` // requests sent again after a timeout (DHCP, TFTP) or retried (API)
-	Bytes  int64         `json:"bytes,omitempty"`
-	Note   string        `json:"note,omitempty"`
-	Err    string        `json:"err,omitempty"`
+	// Wait is how long the server took to start answering: TFTP, its
+	// first packet (resends included); HTTP, the response headers.
+	Wait  time.Duration `json:"wait,omitempty"`
+	Bytes int64         `json:"bytes,omitempty"`
+	Note  string        `json:"note,omitempty"`
+	Err   string        `json:"err,omitempty"`
 }
 
 // Took is the step's duration.
@@ -69,13 +72,14 @@ func (m MachineResult) Reached(name string) (time.Duration, bool) {
 
 // StepStats sums one step over every machine.
 type StepStats struct {
-	Step          string
-	OK, Failed    int
-	Resent        int           // resends over all machines
-	Resenders     int           // machines that resent at least once
-	P50, P99, Max time.Duration // of the step's duration, machines that completed it
-	Bytes         int64
-	FirstErrs     []string // up to 3 distinct failures
+	Step             string
+	OK, Failed       int
+	Resent           int           // resends over all machines
+	Resenders        int           // machines that resent at least once
+	P50, P99, Max    time.Duration // of the step's duration, machines that completed it
+	WaitP50, WaitP99 time.Duration // of its Wait
+	Bytes            int64
+	FirstErrs        []string // up to 3 distinct failures
 }
 
 // Summary is a Report in a few numbers.
@@ -100,7 +104,7 @@ func (r *Report) Summarize(steps []string) Summary {
 	}
 	for _, name := range steps {
 		st := StepStats{Step: name}
-		var took, reached []time.Duration
+		var took, reached, wait []time.Duration
 		var last time.Duration
 		for _, m := range r.Machines {
 			sr, ok := m.step(name)
@@ -121,10 +125,12 @@ func (r *Report) Summarize(steps []string) Summary {
 			st.OK++
 			st.Bytes += sr.Bytes
 			took = append(took, sr.Took())
+			wait = append(wait, sr.Wait)
 			reached = append(reached, sr.End-m.PowerOn)
 			last = max(last, sr.End)
 		}
 		st.P50, st.P99, st.Max = percentile(took, 50), percentile(took, 99), percentile(took, 100)
+		st.WaitP50, st.WaitP99 = percentile(wait, 50), percentile(wait, 99)
 		if st.OK == len(r.Machines) {
 			s.Until[name] = last
 		}
@@ -162,14 +168,16 @@ func (s Summary) Check() error {
 func (s Summary) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d machines, %d failed\n", s.Machines, s.Failed)
-	fmt.Fprintf(&b, "%-10s %5s %6s %7s %9s %9s %9s %11s %12s\n", "step", "ok", "failed", "resent", "p50", "p99", "max", "all done at", "MB")
+	fmt.Fprintf(&b, "%-10s %5s %6s %9s %9s %9s %9s %9s %9s %11s %9s\n", "step", "ok", "failed", "resent/by", "p50", "p99", "max",
+		"wait p50", "wait p99", "all done at", "MB")
 	for _, st := range s.Steps {
 		until := "-"
 		if d, ok := s.Until[st.Step]; ok {
 			until = ms(d)
 		}
-		fmt.Fprintf(&b, "%-10s %5d %6d %7s %9s %9s %9s %11s %12.1f\n", st.Step, st.OK, st.Failed,
-			fmt.Sprintf("%d/%d", st.Resent, st.Resenders), ms(st.P50), ms(st.P99), ms(st.Max), until, float64(st.Bytes)/1e6)
+		fmt.Fprintf(&b, "%-10s %5d %6d %9s %9s %9s %9s %9s %9s %11s %9.1f\n", st.Step, st.OK, st.Failed,
+			fmt.Sprintf("%d/%d", st.Resent, st.Resenders), ms(st.P50), ms(st.P99), ms(st.Max), ms(st.WaitP50), ms(st.WaitP99),
+			until, float64(st.Bytes)/1e6)
 		for _, e := range st.FirstErrs {
 			fmt.Fprintf(&b, "    failed: %s\n", e)
 		}

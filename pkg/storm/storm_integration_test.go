@@ -31,7 +31,8 @@ func TestIntegrationBootStorm(t *testing.T) {
 	env := newStormEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	g := env.startIngot(t, ctx)
+	srv, cli := env.net(t)
+	g := env.startIngot(t, ctx, srv)
 	ms := storm.Machines(n)
 	start := time.Now()
 	if err := g.Prepare(ctx, ms); err != nil {
@@ -42,7 +43,7 @@ func TestIntegrationBootStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := storm.RunIn(ctx, env.cli, storm.Config{Iface: storm.ClientIface, Machines: ms, Files: env.files, API: true},
+	rep, err := storm.RunIn(ctx, cli, storm.Config{Iface: storm.ClientIface, Machines: ms, Files: env.files, API: true},
 		t.TempDir(), 90*time.Second)
 	if err != nil {
 		t.Fatal(err)

@@ -35,7 +35,8 @@ type tftpResult struct {
 	bytes   int64
 	tsize   int64
 	blksize int
-	resent  int // requests and ACKs sent again after a timeout
+	resent  int           // requests and ACKs sent again after a timeout
+	wait    time.Duration // the transfer's request to the server's first answer
 	from    netip.AddrPort
 }
 
@@ -107,10 +108,12 @@ func (x *tftpXfer) first() (tftpPacket, error) {
 
 // fetch runs the transfer proper.
 func (x *tftpXfer) fetch(h hash.Hash) error {
+	start := time.Now()
 	p, err := x.first()
 	if err != nil {
 		return err
 	}
+	x.res.wait = time.Since(start)
 	x.res.from, x.res.blksize = x.peer, 512
 	if p.op == tftpOACK {
 		if x.res.blksize, x.res.tsize, err = oackTerms(p.opts, x.g.blksize); err != nil {
