@@ -31,7 +31,7 @@ func BenchmarkBootStorm(b *testing.B) {
 	env := newStormEnv(b)
 	for range b.N {
 		ing := env.ingotStorm(b, n)
-		peer := env.peerStorm(b, n, envInt("INGOT_STORM_TFTP_MAX", 0))
+		peer := env.peerStorm(b, n)
 		for _, s := range []side{ing, peer} {
 			b.Logf("%s, %d machines, storm %v, its CPU %v, load generator CPU %v:\n%s", s.name, n, s.rep.Wall.Round(time.Millisecond),
 				s.cpu.Round(time.Millisecond), s.rep.ClientCPU.Round(time.Millisecond), s.sum)
@@ -95,6 +95,8 @@ func (e *stormEnv) ingotStorm(b *testing.B, n int) side {
 	}
 	b.Logf("ingot: %d machines enrolled and reimaged (provisioning) in %v", n, time.Since(start).Round(time.Millisecond))
 	cpu := storm.ProcCPU(g.Pid)
+	rss, peak := storm.ProcMemory(g.Pid)
+	b.Logf("ingot serve before the storm: RSS %.0f MiB, peak %.0f MiB (enrolment and reimage of %d machines)", float64(rss)/(1<<20), float64(peak)/(1<<20), n)
 	rep, err := storm.RunIn(ctx, cli, storm.Config{Iface: storm.ClientIface, Machines: ms, Files: e.files, API: true}, b.TempDir(), stormLimit)
 	if err != nil {
 		b.Fatal(err)
@@ -104,12 +106,18 @@ func (e *stormEnv) ingotStorm(b *testing.B, n int) side {
 	return s
 }
 
-func (e *stormEnv) peerStorm(b *testing.B, n, tftpMax int) side {
+func (e *stormEnv) peerStorm(b *testing.B, n int) side {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	cfg := storm.Config{Iface: storm.ClientIface, Machines: storm.Machines(n), Files: e.files}
+	return e.peerStormWith(b, ctx, cfg, storm.BootSteps)
+}
+
+// peerStormWith runs cfg against dnsmasq and nginx in new namespaces.
+func (e *stormEnv) peerStormWith(b *testing.B, ctx context.Context, cfg storm.Config, steps []string) side {
 	srv, cli := e.net(b)
 	p, err := storm.StartPeer(ctx, storm.PeerConfig{NS: srv, Dir: b.TempDir(), FirstStage: "/usr/lib/ipxe",
-		Kernel: e.kernel, Initrd: e.initrd, TFTPMax: tftpMax})
+		Kernel: e.kernel, Initrd: e.initrd, TFTPMax: envInt("INGOT_STORM_TFTP_MAX", 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,9 +129,51 @@ func (e *stormEnv) peerStorm(b *testing.B, n, tftpMax int) side {
 		return t
 	}
 	before := cpu()
-	rep, err := storm.RunIn(ctx, cli, storm.Config{Iface: storm.ClientIface, Machines: storm.Machines(n), Files: e.files}, b.TempDir(), stormLimit)
+	rep, err := storm.RunIn(ctx, cli, cfg, b.TempDir(), stormLimit)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return side{name: "dnsmasq+nginx", key: "peer", rep: rep, sum: rep.Summarize(storm.BootSteps), cpu: cpu() - before}
+	return side{name: "dnsmasq+nginx", key: "peer", rep: rep, sum: rep.Summarize(steps), cpu: cpu() - before}
+}
+
+// BenchmarkTFTPStorm is the first stage alone: 500 machines power on at
+// once and fetch undionly.kpxe or snponly.efi over TFTP after firmware
+// DHCP, from `ingot serve` (machines unknown to it: its discovery policy
+// answers them) and from dnsmasq, each in namespaces of its own. Reports
+// the time until every machine has its first stage, p50/p99 per machine,
+// failures, resent requests, and each server's CPU time.
+//
+//	INGOT_BIN=$PWD/bin/ingot go test -tags integration -run '^$' -bench TFTPStorm -benchtime 1x -v ./pkg/storm/
+func BenchmarkTFTPStorm(b *testing.B) {
+	netnstest.Need(b, "dnsmasq", "nginx")
+	n := envInt("INGOT_STORM_BENCH_MACHINES", 500)
+	env := newStormEnv(b)
+	cfg := storm.Config{Iface: storm.ClientIface, Machines: storm.Machines(n), Files: env.files, Until: storm.StepTFTP}
+	steps := []string{storm.StepDHCP, storm.StepTFTP}
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		srv, cli := env.net(b)
+		g := env.startIngot(b, ctx, srv)
+		cpu := storm.ProcCPU(g.Pid)
+		rep, err := storm.RunIn(ctx, cli, cfg, b.TempDir(), stormLimit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ing := side{name: "ingot", key: "ingot", rep: rep, sum: rep.Summarize(steps), cpu: storm.ProcCPU(g.Pid) - cpu}
+		peer := env.peerStormWith(b, ctx, cfg, steps)
+		cancel()
+		for _, s := range []side{ing, peer} {
+			b.Logf("%s, %d machines, DHCP and TFTP, storm %v, its CPU %v, load generator CPU %v:\n%s", s.name, n, s.rep.Wall.Round(time.Millisecond),
+				s.cpu.Round(time.Millisecond), s.rep.ClientCPU.Round(time.Millisecond), s.sum)
+			b.ReportMetric(s.all(storm.StepTFTP).Seconds(), s.key+"-all-tftp-s")
+			b.ReportMetric(s.sum.P50[storm.StepTFTP].Seconds(), s.key+"-tftp-p50-s")
+			b.ReportMetric(s.sum.P99[storm.StepTFTP].Seconds(), s.key+"-tftp-p99-s")
+			b.ReportMetric(float64(s.sum.Failed), s.key+"-failed")
+			b.ReportMetric(s.cpu.Seconds(), s.key+"-cpu-s")
+		}
+		b.ReportMetric(peer.all(storm.StepTFTP).Seconds()/ing.all(storm.StepTFTP).Seconds(), "speed-ingot/peer")
+		if ing.sum.Failed > 0 {
+			b.Errorf("ingot: %d of %d machines failed (goal 0): %v", ing.sum.Failed, n, ing.sum.Check())
+		}
+	}
 }

@@ -97,19 +97,43 @@ func (c *dhcpClient) transmit(mac net.HardwareAddr, m *dhcpv4.DHCPv4) error {
 	return unix.Sendto(c.send, dhcpFrame(mac, m.ToBytes()), 0, to)
 }
 
-// dhcpResult is one DORA: the ACK and how many requests were resent.
+// dhcpResult is one DORA: the ACK and how many requests were resent, and
+// how many times a NAK sent the client back to DISCOVER.
 type dhcpResult struct {
 	Offer, Ack *dhcpv4.DHCPv4
 	Resent     int
+	NAKs       int
 }
 
+// maxNAKs bounds how often a NAK sends a machine back to DISCOVER.
+const maxNAKs = 4
+
 // dora runs DISCOVER/OFFER/REQUEST/ACK for mac at stage st, resending each
-// request after the waits in schedule (firmware: 4, 8, 16, 32 s).
+// request after the waits in schedule (firmware: 4, 8, 16, 32 s). A NAK
+// starts over with a new DISCOVER, as RFC 2131 §4.4.1 has a client do
+// (PXE ROMs and iPXE do): two servers' offers, or one server offering one
+// address twice in a burst, end that way.
 func (c *dhcpClient) dora(ctx context.Context, mac net.HardwareAddr, fw Firmware, st stage, schedule []time.Duration) (dhcpResult, error) {
 	var res dhcpResult
+	for {
+		err := c.doraOnce(ctx, mac, fw, st, schedule, &res)
+		var nak *nakError
+		if !errors.As(err, &nak) || res.NAKs >= maxNAKs {
+			return res, err
+		}
+		res.NAKs++
+	}
+}
+
+// nakError is a NAK's message.
+type nakError struct{ server, msg string }
+
+func (e *nakError) Error() string { return fmt.Sprintf("NAK from %s: %s", e.server, e.msg) }
+
+func (c *dhcpClient) doraOnce(ctx context.Context, mac net.HardwareAddr, fw Firmware, st stage, schedule []time.Duration, res *dhcpResult) error {
 	var xid dhcpv4.TransactionID
 	if _, err := rand.Read(xid[:]); err != nil {
-		return res, err
+		return err
 	}
 	ch := make(chan *dhcpv4.DHCPv4, 4)
 	c.mu.Lock()
@@ -119,25 +143,25 @@ func (c *dhcpClient) dora(ctx context.Context, mac net.HardwareAddr, fw Firmware
 
 	disc, err := discover(mac, fw, st, xid)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if res.Offer, err = c.await(ctx, mac, disc, dhcpv4.MessageTypeOffer, ch, schedule, &res.Resent); err != nil {
-		return res, fmt.Errorf("%s DISCOVER: %w", st, err)
+		return fmt.Errorf("%s DISCOVER: %w", st, err)
 	}
 	if err := checkOffer(res.Offer, st); err != nil {
-		return res, err
+		return err
 	}
 	req, err := request(res.Offer, fw, st)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if res.Ack, err = c.await(ctx, mac, req, dhcpv4.MessageTypeAck, ch, schedule, &res.Resent); err != nil {
-		return res, fmt.Errorf("%s REQUEST of %s: %w", st, res.Offer.YourIPAddr, err)
+		return fmt.Errorf("%s REQUEST of %s: %w", st, res.Offer.YourIPAddr, err)
 	}
 	if !res.Ack.YourIPAddr.Equal(res.Offer.YourIPAddr) {
-		return res, fmt.Errorf("%s ACK gives %s, the OFFER %s", st, res.Ack.YourIPAddr, res.Offer.YourIPAddr)
+		return fmt.Errorf("%s ACK gives %s, the OFFER %s", st, res.Ack.YourIPAddr, res.Offer.YourIPAddr)
 	}
-	return res, nil
+	return nil
 }
 
 // errNoReply is a request that got no answer through the whole schedule.
@@ -172,7 +196,7 @@ func (c *dhcpClient) await(ctx context.Context, mac net.HardwareAddr, m *dhcpv4.
 					return r, nil
 				case dhcpv4.MessageTypeNak:
 					t.Stop()
-					return nil, fmt.Errorf("NAK from %s: %s", r.ServerIdentifier(), r.Message())
+					return nil, &nakError{server: fmt.Sprint(r.ServerIdentifier()), msg: r.Message()}
 				}
 			}
 		}

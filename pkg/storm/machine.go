@@ -97,7 +97,7 @@ func (r *runner) boot(ctx context.Context, m Machine, t0 time.Time, at time.Dura
 			b.res.Failed, b.res.Err = s.name, err.Error()
 		}
 		b.res.Steps = append(b.res.Steps, sr)
-		if err != nil {
+		if err != nil || s.name == r.cfg.Until {
 			break
 		}
 	}
@@ -106,7 +106,7 @@ func (r *runner) boot(ctx context.Context, m Machine, t0 time.Time, at time.Dura
 
 func (b *boot) firmwareDHCP(ctx context.Context, sr *StepResult) error {
 	res, err := b.r.dhcp.dora(ctx, b.mac, b.m.Firmware, stageFirmware, b.r.cfg.FirmwareDHCP)
-	sr.Resent = res.Resent
+	sr.Resent, sr.NAKs = res.Resent, res.NAKs
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (b *boot) firstStage(_ context.Context, sr *StepResult) error {
 
 func (b *boot) ipxeDHCP(ctx context.Context, sr *StepResult) error {
 	res, err := b.r.dhcp.dora(ctx, b.mac, b.m.Firmware, stageIPXE, b.r.cfg.IPXEDHCP)
-	sr.Resent = res.Resent
+	sr.Resent, sr.NAKs = res.Resent, res.NAKs
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ type StepResult struct {
 	Start  time.Duration `json:"start"` // offsets from the storm's start
 	End    time.Duration `json:"end"`
 	Resent int           `json:"resent,omitempty"` // requests sent again after a timeout (DHCP, TFTP) or retried (API)
+	NAKs   int           `json:"naks,omitempty"`   // DHCP: NAKs that sent the machine back to DISCOVER
 	// Wait is how long the server took to start answering: TFTP, its
 	// first packet (resends included); HTTP, the response headers.
 	Wait  time.Duration `json:"wait,omitempty"`
@@ -76,6 +77,7 @@ type StepStats struct {
 	OK, Failed       int
 	Resent           int           // resends over all machines
 	Resenders        int           // machines that resent at least once
+	NAKs             int           // DHCP NAKs over all machines
 	P50, P99, Max    time.Duration // of the step's duration, machines that completed it
 	WaitP50, WaitP99 time.Duration // of its Wait
 	Bytes            int64
@@ -109,6 +111,7 @@ func (r *Report) Summarize(steps []string) Summary {
 		for _, m := range r.Machines {
 			sr, ok := m.step(name)
 			st.Resent += sr.Resent
+			st.NAKs += sr.NAKs
 			if sr.Resent > 0 {
 				st.Resenders++
 			}
@@ -178,6 +181,9 @@ func (s Summary) String() string {
 		fmt.Fprintf(&b, "%-10s %5d %6d %9s %9s %9s %9s %9s %9s %11s %9.1f\n", st.Step, st.OK, st.Failed,
 			fmt.Sprintf("%d/%d", st.Resent, st.Resenders), ms(st.P50), ms(st.P99), ms(st.Max), ms(st.WaitP50), ms(st.WaitP99),
 			until, float64(st.Bytes)/1e6)
+		if st.NAKs > 0 {
+			fmt.Fprintf(&b, "    %d NAKs sent machines back to DISCOVER\n", st.NAKs)
+		}
 		for _, e := range st.FirstErrs {
 			fmt.Fprintf(&b, "    failed: %s\n", e)
 		}

@@ -50,6 +50,9 @@ type Config struct {
 	Files    Files     `json:"files"`
 	// API: after the initrd, the agent's first calls (exchange, task).
 	API bool `json:"api"`
+	// Until is the last step to run ("": all of them), e.g. StepTFTP for a
+	// storm of the first stage alone.
+	Until string `json:"until,omitempty"`
 	// Spread powers the machines on evenly over this long (0: all at once).
 	Spread time.Duration `json:"spread"`
 	// FirmwareDHCP and IPXEDHCP are the waits after each send of a DHCP

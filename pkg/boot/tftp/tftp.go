@@ -62,10 +62,12 @@ type Config struct {
 	// Files is where files are served from.
 	Files *bootfiles.Dirs
 	// MaxTransfers bounds concurrent transfers. A request that finds them
-	// all running waits, unanswered, up to 2 x FirstACKWait for a free slot
-	// (long enough for the slots of never-acknowledged requests to come
-	// free); while MaxTransfers requests wait, a new one pushes out the
-	// oldest (its client retransmits). Zero means 64.
+	// all running waits, unanswered, for a free slot, in order of arrival
+	// (up to 16 x MaxTransfers of them); a client that sends it again
+	// while it waits keeps its place and goes before requests never
+	// repeated (forged ones never are), and a request whose client has not
+	// asked again for max(2 x FirstACKWait, 10 s) is dropped (see slots).
+	// Zero means 64.
 	MaxTransfers int
 	// MaxPerClient bounds the transfers, running or waiting, of one client
 	// IP address; further requests from it get no answer. Zero means 4: a
@@ -127,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	cfg = withDefaults(cfg)
 	return &Server{
 		cfg: cfg, addr: ap, log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		slots: newSlots(cfg.MaxTransfers, cfg.MaxPerClient, 2*cfg.FirstACKWait),
+		slots: slotsFor(cfg),
 	}, nil
 }
 
@@ -160,8 +162,22 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// A waiting request costs a few hundred bytes and no packet: room for a
+// rack's worth per slot (a thousand at the default MaxTransfers). One
+// whose client has been quiet for waitQuiet has given up: boot clients ask
+// again every few seconds (EDK2 4 s, tftp-hpa 5 s).
+const (
+	waitingPerSlot = 16
+	waitQuiet      = 10 * time.Second
+)
+
+// slotsFor is the admission of a server configured by cfg (defaults set).
+func slotsFor(cfg Config) *slots {
+	return newSlots(cfg.MaxTransfers, cfg.MaxPerClient, waitingPerSlot*cfg.MaxTransfers, max(2*cfg.FirstACKWait, waitQuiet))
+}
+
 // results are the values of ingot_tftp_transfers_total's result label.
-var results = []string{"ok", "error", "aborted", "refused", "busy", "client_limit", "no_ack"}
+var results = []string{"ok", "error", "aborted", "refused", "busy", "client_limit", "no_ack", "repeat"}
 
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
@@ -170,7 +186,8 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "TFTP requests by result: ok; error; aborted (client stopped, e.g. EDK2 after the tsize OACK); " +
 				"refused (no such file, or a write); busy (dropped unanswered: every slot taken); " +
 				"client_limit (dropped unanswered: too many transfers for the client address); " +
-				"no_ack (first packet never acknowledged: lost client or spoofed request).",
+				"no_ack (first packet never acknowledged: lost client or spoofed request); " +
+				"repeat (a request sent again while it waits for a slot: it keeps its place, no second transfer).",
 		}, []string{"result"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ingot_tftp_bytes_total", Help: "File bytes sent over TFTP.",
@@ -306,6 +323,10 @@ func (s *Server) handle(b []byte, src netip.AddrPort, ifIndex int) {
 	case admitRun:
 		s.wg.Add(1)
 		go s.serveJobs(j)
+	case admitRepeat:
+		s.count("repeat")
+	case admitFull:
+		s.busy(j)
 	case admitClientLimit:
 		s.count("client_limit")
 		s.log.Debug("tftp: too many transfers for this client; request dropped", "client", src.String(),

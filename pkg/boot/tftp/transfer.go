@@ -21,6 +21,10 @@ type job struct {
 	ifIndex int // interface the request came in on; 0: unknown
 	req     request
 	since   time.Time // arrival
+	// While it waits for a slot (see slots): how often the client has
+	// sent it, and when it last did.
+	asked int
+	last  time.Time
 }
 
 // errNoACK ends a transfer whose client never acknowledged its first packet.
