@@ -1,6 +1,7 @@
 package tftp
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +27,9 @@ type job struct {
 	asked int
 	last  time.Time
 }
+
+// readAhead is how much of the file a transfer reads at once.
+const readAhead = 64 << 10
 
 // errNoACK ends a transfer whose client never acknowledged its first packet.
 var errNoACK = errors.New("no ACK of the first packet")
@@ -179,9 +183,13 @@ func (s *Server) transfer(j *job) {
 	}
 	octet := !strings.EqualFold(j.req.mode, "netascii")
 	neg := negotiate(j.req.options, size, octet, s.blockLimit(j.ifIndex))
-	var r io.Reader = f
+	// One read of the file per readAhead bytes, not one per block: at
+	// blksize 512 the per-block read was an eighth of the server's CPU
+	// (BenchmarkIntegrationTFTP32MiB's profile), beside the send and the
+	// receive every block needs.
+	var r io.Reader = bufio.NewReaderSize(f, readAhead)
 	if !octet {
-		r = netascii.ToReader(f)
+		r = netascii.ToReader(r)
 	}
 	var oack []byte
 	if len(neg.oack) > 0 {
