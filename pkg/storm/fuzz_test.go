@@ -12,6 +12,7 @@ import (
 func FuzzParseTFTP(f *testing.F) {
 	for _, s := range [][]byte{
 		append([]byte{0, tftpOACK}, "tsize\x00174000\x00blksize\x001468\x00"...),
+		append([]byte{0, tftpOACK}, "tsize\x00174000\x00blksize\x001468\x00windowsize\x004\x00"...),
 		append([]byte{0, tftpDATA, 0, 1}, "data"...),
 		append([]byte{0, tftpERROR, 0, 1}, "File not found\x00"...),
 		{0, tftpACK, 0xff, 0xff},
@@ -26,9 +27,9 @@ func FuzzParseTFTP(f *testing.F) {
 			return
 		}
 		if p.op == tftpOACK {
-			blk, tsize, err := oackTerms(p.opts, 1468)
-			if err == nil && (blk < 8 || blk > 1468 || tsize < -1) {
-				t.Fatalf("oackTerms(%q) = %d, %d: outside what was asked", p.opts, blk, tsize)
+			blk, win, tsize, err := oackTerms(p.opts, 1468, 4)
+			if err == nil && (blk < 8 || blk > 1468 || win < 1 || win > 4 || tsize < -1) {
+				t.Fatalf("oackTerms(%q) = %d, %d, %d: outside what was asked", p.opts, blk, win, tsize)
 			}
 		}
 		if p.op == tftpDATA && len(p.data) != len(b)-4 {

@@ -24,8 +24,12 @@ type tftpGet struct {
 	blksize int // asked; 512 asks for no option
 	// probe is EDK2's first request: ask tsize, take the OACK, abort with
 	// ERROR 8. The transfer that follows is an ordinary one.
-	probe   bool
-	windows bool // ask windowsize 4 too (EDK2 does; servers may ignore it)
+	probe bool
+	// windows asks windowsize 4 too, as EDK2 does (RFC 7440): a server that
+	// grants it sends that many blocks per ACK; the client ACKs the last
+	// of each window, or, on a gap or a timeout, the last block it has in
+	// order, from which the server sends again.
+	windows bool
 	timeout time.Duration
 	retries int
 }
@@ -35,9 +39,20 @@ type tftpResult struct {
 	bytes   int64
 	tsize   int64
 	blksize int
+	window  int
 	resent  int           // requests and ACKs sent again after a timeout
 	wait    time.Duration // the transfer's request to the server's first answer
 	from    netip.AddrPort
+}
+
+// askedWindow is EDK2's windowsize.
+const askedWindow = 4
+
+func (g tftpGet) asked() int {
+	if g.windows {
+		return askedWindow
+	}
+	return 1
 }
 
 func (g tftpGet) options() [][2]string {
@@ -47,7 +62,7 @@ func (g tftpGet) options() [][2]string {
 		o = append(o, [2]string{"blksize", strconv.Itoa(g.blksize)})
 	}
 	if g.windows {
-		o = append(o, [2]string{"windowsize", "4"})
+		o = append(o, [2]string{"windowsize", strconv.Itoa(askedWindow)})
 	}
 	return o
 }
@@ -79,6 +94,13 @@ type tftpXfer struct {
 	res  tftpResult
 	peer netip.AddrPort // the server's transfer port, once it answered
 	last []byte         // what to resend on a timeout
+	// A windowed transfer: the block expected next, whether a gap in the
+	// current window was answered with an ACK already, and whether the
+	// server was told to start again from expect (a gap or a timeout).
+	window    int
+	expect    uint16
+	gapSent   bool
+	restarted bool
 }
 
 // probe is EDK2's size query: request, OACK, ERROR 8.
@@ -90,7 +112,7 @@ func (x *tftpXfer) probe() error {
 	if p.op != tftpOACK {
 		return fmt.Errorf("answer of opcode %d to a request with options, expected an OACK", p.op)
 	}
-	if _, x.res.tsize, err = oackTerms(p.opts, x.g.blksize); err != nil {
+	if _, _, x.res.tsize, err = oackTerms(p.opts, x.g.blksize, x.g.asked()); err != nil {
 		return err
 	}
 	_, err = x.conn.WriteToUDPAddrPort(tftpError(8, "User aborted the transfer"), x.peer)
@@ -114,21 +136,27 @@ func (x *tftpXfer) fetch(h hash.Hash) error {
 		return err
 	}
 	x.res.wait = time.Since(start)
-	x.res.from, x.res.blksize = x.peer, 512
+	x.res.from, x.res.blksize, x.window = x.peer, 512, 1
 	if p.op == tftpOACK {
-		if x.res.blksize, x.res.tsize, err = oackTerms(p.opts, x.g.blksize); err != nil {
+		if x.res.blksize, x.window, x.res.tsize, err = oackTerms(p.opts, x.g.blksize, x.g.asked()); err != nil {
 			return err
 		}
+		x.expect = 1
 		if p, err = x.send(tftpAck(0), 1); err != nil {
 			return err
 		}
 	}
-	for block := uint16(1); ; {
+	x.res.window = x.window
+	for block, inWindow := uint16(1), 0; ; {
+		if x.restarted { // the server starts a new window here
+			inWindow, x.restarted = 0, false
+		}
 		if len(p.data) > x.res.blksize {
 			return fmt.Errorf("DATA %d of %d bytes, more than blksize %d", block, len(p.data), x.res.blksize)
 		}
 		h.Write(p.data)
 		x.res.bytes += int64(len(p.data))
+		inWindow++
 		if len(p.data) < x.res.blksize {
 			// The last block: acknowledge it once (RFC 1350 §6) and stop.
 			_, err := x.conn.WriteToUDPAddrPort(tftpAck(block), x.peer)
@@ -138,7 +166,15 @@ func (x *tftpXfer) fetch(h hash.Hash) error {
 			return err
 		}
 		block++ // wraps from 65535 to 0 as servers do for large files
-		if p, err = x.send(tftpAck(block-1), block); err != nil {
+		x.expect, x.gapSent = block, false
+		if inWindow == x.window {
+			inWindow = 0
+			p, err = x.send(tftpAck(block-1), block)
+		} else {
+			x.last = tftpAck(block - 1) // where we are, should the window stall
+			p, err = x.next(func(p tftpPacket) bool { return p.op == tftpDATA && p.block == block })
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -171,6 +207,7 @@ func (x *tftpXfer) next(want func(tftpPacket) bool) (tftpPacket, error) {
 				return tftpPacket{}, fmt.Errorf("%w: no answer after %d sends %v apart", errTFTPTimeout, try, x.g.timeout)
 			}
 			x.res.resent++
+			x.restarted = true
 			dst := x.peer
 			if !dst.IsValid() {
 				dst = x.g.server
@@ -201,10 +238,16 @@ func (x *tftpXfer) next(want func(tftpPacket) bool) (tftpPacket, error) {
 			x.peer = from
 			return p, nil
 		}
-		if p.op == tftpDATA && bytes.Equal(x.last, tftpAck(p.block)) {
+		switch {
+		case p.op == tftpDATA && bytes.Equal(x.last, tftpAck(p.block)):
 			// The block we acknowledged, again: our ACK was lost. Answer
 			// it at once rather than after our own timeout.
 			x.conn.WriteToUDPAddrPort(x.last, from)
+		case x.window > 1 && p.op == tftpDATA && p.block-x.expect < 1<<15 && !x.gapSent:
+			// A block after a gap: the one expected was lost. Say where we
+			// are, once; the server sends again from there.
+			x.conn.WriteToUDPAddrPort(tftpAck(x.expect-1), from)
+			x.gapSent, x.restarted = true, true
 		}
 	}
 }

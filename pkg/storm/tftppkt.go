@@ -104,29 +104,34 @@ func tftpError(code uint16, msg string) []byte {
 }
 
 // oackTerms checks an OACK against what was asked: the server may lower
-// blksize (never raise it) and answers tsize with the file's size. It
-// returns the block size and the size (-1: not told).
-func oackTerms(opts map[string]string, askedBlk int) (blksize int, tsize int64, err error) {
-	blksize, tsize = 512, -1
+// blksize and windowsize (never raise them), and answers tsize with the
+// file's size. It returns the block size, the window (1: lock step) and
+// the size (-1: not told).
+func oackTerms(opts map[string]string, askedBlk, askedWindow int) (blksize, window int, tsize int64, err error) {
+	blksize, window, tsize = 512, 1, -1
 	for name, v := range opts {
 		switch name {
 		case "blksize":
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 8 || n > askedBlk {
-				return 0, 0, fmt.Errorf("OACK blksize %q: expected 8..%d (what was asked)", v, askedBlk)
+				return 0, 0, 0, fmt.Errorf("OACK blksize %q: expected 8..%d (what was asked)", v, askedBlk)
 			}
 			blksize = n
+		case "windowsize":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > askedWindow {
+				return 0, 0, 0, fmt.Errorf("OACK windowsize %q: expected 1..%d (what was asked)", v, askedWindow)
+			}
+			window = n
 		case "tsize":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				return 0, 0, fmt.Errorf("OACK tsize %q: expected a size in bytes", v)
+				return 0, 0, 0, fmt.Errorf("OACK tsize %q: expected a size in bytes", v)
 			}
 			tsize = n
-		case "windowsize", "timeout":
-			// Answered only when asked; ingot leaves windowsize out.
 		default:
-			return 0, 0, fmt.Errorf("OACK option %q was not asked for", name)
+			return 0, 0, 0, fmt.Errorf("OACK option %q was not asked for", name)
 		}
 	}
-	return blksize, tsize, nil
+	return blksize, window, tsize, nil
 }

@@ -173,6 +173,12 @@ func TestIntegrationTFTPClients(t *testing.T) {
 		{"atftp 32MiB blksize 1468", "big.bin", big, func(dst string) []string {
 			return []string{"atftp", "--option", "blksize 1468", "--get", "-r", "big.bin", "-l", dst, srvIP}
 		}},
+		{"atftp 32MiB blksize 1468 windowsize 4 (RFC 7440, as EDK2 asks)", "big.bin", big, func(dst string) []string {
+			return []string{"atftp", "--option", "blksize 1468", "--option", "windowsize 4", "--get", "-r", "big.bin", "-l", dst, srvIP}
+		}},
+		{"atftp windowsize 16", "undionly.kpxe", small, func(dst string) []string {
+			return []string{"atftp", "--option", "windowsize 16", "--option", "tsize 0", "--get", "-r", "undionly.kpxe", "-l", dst, srvIP}
+		}},
 		{"curl 32MiB blksize 1468", "big.bin", big, func(dst string) []string {
 			return []string{"curl", "-sS", "--tftp-blksize", "1468", "-o", dst, "tftp://" + srvIP + "/big.bin"}
 		}},

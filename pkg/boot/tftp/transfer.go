@@ -49,13 +49,13 @@ func (e *clientAbort) Error() string { return fmt.Sprintf("client sent error %d:
 // The amplification bound: a read request that is never acknowledged makes
 // the server send at most firstSends = 2 datagrams of at most 516 bytes of
 // UDP payload each (DATA 1 at the RFC 1350 block size of 512, or an OACK of
-// at most 42 bytes), 1032 bytes in all, and nothing more: no ERROR when the
+// at most 56 bytes), 1032 bytes in all, and nothing more: no ERROR when the
 // wait ends, nothing at all for a request refused or dropped for want of a
 // slot, and a single datagram if the address answers with ICMP port
 // unreachable (the transfer socket is connected, so that ends the wait).
-// Blocks larger than 512 bytes go out only after the client has
-// acknowledged the OACK sent from the transfer's new port, which a sender
-// of spoofed requests does not see. A refused file or write costs one
+// Blocks larger than 512 bytes, and windows of more than one block, go out
+// only after the client has acknowledged the OACK sent from the transfer's
+// new port, which a sender of spoofed requests does not see. A refused file or write costs one
 // ERROR of at most 21 bytes. With MaxPerClient, requests forged in the name
 // of one silent address draw at most MaxPerClient x 1032 bytes per
 // FirstACKWait towards it (4 x 1032 B / 2 s, about 2 KB/s, by default).
@@ -196,7 +196,13 @@ func (s *Server) transfer(j *job) {
 		oack = appendOACK(nil, neg.oack)
 	}
 	x := newSender(conn, s.cfg.FirstACKWait, s.cfg.Timeout, s.cfg.Retries)
-	n, err := x.send(r, neg.blksize, oack)
+	log = log.With("blksize", neg.blksize, "window", max(neg.window, 1))
+	var n int64
+	if neg.window > 1 {
+		n, err = x.sendWindows(r, neg.blksize, neg.window, oack)
+	} else {
+		n, err = x.send(r, neg.blksize, oack)
+	}
 	s.report(log, n, s.cfg.Now().Sub(start), x.acked, err)
 }
 
