@@ -3,10 +3,10 @@
 // and iPXE continues over HTTP.
 //
 // It speaks the read side of TFTP (RFC 1350, with the options of RFC
-// 2347-2349): names are validated and opened through bootfiles (no "..", no
-// absolute paths, no symlink escapes, regular files only), writes are
-// refused, tsize and blksize are answered, and every transfer is logged and
-// counted.
+// 2347-2349 and 7440): names are validated and opened through bootfiles (no
+// "..", no absolute paths, no symlink escapes, regular files only), writes
+// are refused, tsize, blksize and windowsize are answered (window.go), and
+// every transfer is logged and counted.
 //
 // A read request is one UDP datagram from an address anyone can forge, so
 // transfers are bounded before anything is sent: MaxTransfers at once,
@@ -24,17 +24,9 @@
 // timeout and retry count, with up to 1 s of random backoff per retry, for
 // the whole transfer: a request never acknowledged held a slot for 12-17 s
 // and drew six copies of its first packet. Its netascii converter is still
-// used. Two choices are kept from it:
-//   - blksize is capped at the receiving interface's MTU less the IP and UDP
-//     headers, so blocks are never IP-fragmented on the boot network
-//     (MaxBlockSize caps it further).
-//   - windowsize (RFC 7440) is not negotiated: the OACK leaves it out and
-//     clients (EDK2 asks windowsize 4) fall back to lock step, which RFC
-//     7440 allows. Adding it: echo min(asked, server max) in negotiate; in
-//     sender.send, send w blocks, then wait for one ACK n meaning "all
-//     blocks up to n", slide to n+1 modulo 2^16 (rollover), resend from n+1
-//     on timeout or on an ACK of an earlier block; finish on the short
-//     block's ACK.
+// used. One choice is kept from it: blksize is capped at the receiving
+// interface's MTU less the IP and UDP headers, so blocks are never
+// IP-fragmented on the boot network (MaxBlockSize caps it further).
 package tftp
 
 import (
