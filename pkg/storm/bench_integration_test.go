@@ -32,15 +32,8 @@ func BenchmarkBootStorm(b *testing.B) {
 	for range b.N {
 		ing := env.ingotStorm(b, n)
 		peer := env.peerStorm(b, n)
-		for _, s := range []side{ing, peer} {
-			b.Logf("%s, %d machines, storm %v, its CPU %v, load generator CPU %v:\n%s", s.name, n, s.rep.Wall.Round(time.Millisecond),
-				s.cpu.Round(time.Millisecond), s.rep.ClientCPU.Round(time.Millisecond), s.sum)
-			b.ReportMetric(s.all(storm.StepInitrd).Seconds(), s.key+"-all-initrd-s")
-			b.ReportMetric(s.sum.P50[storm.StepInitrd].Seconds(), s.key+"-initrd-p50-s")
-			b.ReportMetric(s.sum.P99[storm.StepInitrd].Seconds(), s.key+"-initrd-p99-s")
-			b.ReportMetric(float64(s.sum.Failed), s.key+"-failed")
-			b.ReportMetric(s.cpu.Seconds(), s.key+"-cpu-s")
-		}
+		ing.report(b, storm.StepInitrd)
+		peer.report(b, storm.StepInitrd)
 		b.ReportMetric(ing.all(storm.StepTask).Seconds(), "ingot-all-task-s")
 		b.ReportMetric(ing.sum.P50[storm.StepTask].Seconds(), "ingot-task-p50-s")
 		b.ReportMetric(ing.sum.P99[storm.StepTask].Seconds(), "ingot-task-p99-s")
@@ -64,6 +57,18 @@ type side struct {
 	sum  storm.Summary
 	cpu  time.Duration // the server's, during the storm
 	peak int64         // ingot's peak RSS
+}
+
+// report logs the side's summary and reports, for step, when the last
+// machine finished it, per machine p50 and p99, failures and CPU time.
+func (s side) report(b *testing.B, step string) {
+	b.Logf("%s, %d machines, storm %v, its CPU %v, load generator CPU %v:\n%s", s.name, len(s.rep.Machines), s.rep.Wall.Round(time.Millisecond),
+		s.cpu.Round(time.Millisecond), s.rep.ClientCPU.Round(time.Millisecond), s.sum)
+	b.ReportMetric(s.all(step).Seconds(), s.key+"-all-"+step+"-s")
+	b.ReportMetric(s.sum.P50[step].Seconds(), s.key+"-"+step+"-p50-s")
+	b.ReportMetric(s.sum.P99[step].Seconds(), s.key+"-"+step+"-p99-s")
+	b.ReportMetric(float64(s.sum.Failed), s.key+"-failed")
+	b.ReportMetric(s.cpu.Seconds(), s.key+"-cpu-s")
 }
 
 // all is when the last machine finished step (the last that did, when
@@ -162,15 +167,8 @@ func BenchmarkTFTPStorm(b *testing.B) {
 		ing := side{name: "ingot", key: "ingot", rep: rep, sum: rep.Summarize(steps), cpu: storm.ProcCPU(g.Pid) - cpu}
 		peer := env.peerStormWith(b, ctx, cfg, steps)
 		cancel()
-		for _, s := range []side{ing, peer} {
-			b.Logf("%s, %d machines, DHCP and TFTP, storm %v, its CPU %v, load generator CPU %v:\n%s", s.name, n, s.rep.Wall.Round(time.Millisecond),
-				s.cpu.Round(time.Millisecond), s.rep.ClientCPU.Round(time.Millisecond), s.sum)
-			b.ReportMetric(s.all(storm.StepTFTP).Seconds(), s.key+"-all-tftp-s")
-			b.ReportMetric(s.sum.P50[storm.StepTFTP].Seconds(), s.key+"-tftp-p50-s")
-			b.ReportMetric(s.sum.P99[storm.StepTFTP].Seconds(), s.key+"-tftp-p99-s")
-			b.ReportMetric(float64(s.sum.Failed), s.key+"-failed")
-			b.ReportMetric(s.cpu.Seconds(), s.key+"-cpu-s")
-		}
+		ing.report(b, storm.StepTFTP)
+		peer.report(b, storm.StepTFTP)
 		b.ReportMetric(peer.all(storm.StepTFTP).Seconds()/ing.all(storm.StepTFTP).Seconds(), "speed-ingot/peer")
 		if ing.sum.Failed > 0 {
 			b.Errorf("ingot: %d of %d machines failed (goal 0): %v", ing.sum.Failed, n, ing.sum.Check())

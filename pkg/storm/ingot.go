@@ -91,17 +91,7 @@ func StartIngot(ctx context.Context, cfg IngotConfig) (*Ingot, error) {
 
 // spawn starts name in the namespace, its output in Dir/name.log.
 func (g *Ingot) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(filepath.Join(g.cfg.Dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := g.cfg.NS.Command(context.Background(), bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := g.cfg.NS.Start(cmd); err != nil {
-		return nil, err
-	}
-	return cmd, nil
+	return spawn(g.cfg.NS, g.cfg.Dir, name, bin, args...)
 }
 
 // waitAPI waits for serve's CA, token and /healthz, then makes the client.

@@ -132,14 +132,7 @@ func (p *Peer) dnsmasqArgs(tftp string) []string {
 }
 
 func (p *Peer) spawn(name, bin string, args ...string) (*exec.Cmd, error) {
-	logf, err := os.Create(filepath.Join(p.cfg.Dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := p.cfg.NS.Command(context.Background(), bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	return cmd, p.cfg.NS.Start(cmd)
+	return spawn(p.cfg.NS, p.cfg.Dir, name, bin, args...)
 }
 
 func (p *Peer) waitHTTP(ctx context.Context) error {

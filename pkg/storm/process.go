@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -91,4 +92,19 @@ func runClient(files string) error {
 		return err
 	}
 	return os.WriteFile(string(out), b, 0o644)
+}
+
+// spawn starts bin in ns, its output in dir/name.log; ns.Close kills it.
+func spawn(ns *netns.NS, dir, name, bin string, args ...string) (*exec.Cmd, error) {
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := ns.Command(context.Background(), bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := ns.Start(cmd); err != nil {
+		return nil, err
+	}
+	return cmd, nil
 }
