@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -360,16 +359,8 @@ func nsHTTPClient(ns *netns.NS, caFile string) *http.Client {
 		pool.AppendCertsFromPEM(b)
 	}
 	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := ns.Do(func() (err error) {
-				var d net.Dialer
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DialContext:         ns.DialContext,
 		MaxIdleConnsPerHost: 4,
 	}
 	return &http.Client{Transport: tr, Timeout: 60 * time.Second}
