@@ -4,6 +4,7 @@
 package connlimit
 
 import (
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -78,4 +79,14 @@ type conn struct {
 func (c *conn) Close() error {
 	c.once.Do(c.release)
 	return c.Conn.Close()
+}
+
+// ReadFrom lets net/http's sendfile path through the wrapper: without it
+// a download from the boot listener is copied through user space (the
+// boot storm spent a fifth of serve's CPU in write()).
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(struct{ io.Writer }{c.Conn}, r)
 }

@@ -2,7 +2,9 @@ package connlimit
 
 import (
 	"io"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -69,5 +71,35 @@ func TestPerClient(t *testing.T) {
 	}
 	if PerClient(raw, 0, nil) != raw {
 		t.Error("limit 0 wrapped the listener")
+	}
+}
+
+// A limited connection still offers its TCP connection's ReadFrom, the way
+// net/http sends files with sendfile.
+func TestConnKeepsReadFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := PerClient(ln, 4, slog.New(slog.DiscardHandler))
+	defer lim.Close()
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	c, err := lim.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rf, ok := c.(io.ReaderFrom)
+	if !ok {
+		t.Fatal("the limited connection hides io.ReaderFrom")
+	}
+	if n, err := rf.ReadFrom(strings.NewReader("hello")); n != 5 || err != nil {
+		t.Errorf("ReadFrom = %d, %v", n, err)
 	}
 }
