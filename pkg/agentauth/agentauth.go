@@ -86,7 +86,7 @@ type Store interface {
 	GetJob(ctx context.Context, id string) (*store.Job, error)
 	PutToken(ctx context.Context, t store.Token) error
 	TokenByHash(ctx context.Context, hash string) (*store.Token, error)
-	ListTokens(ctx context.Context) ([]store.Token, error)
+	FindTokens(ctx context.Context, f store.TokenFilter) ([]store.Token, error)
 	DeleteToken(ctx context.Context, hash string) error
 }
 

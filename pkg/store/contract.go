@@ -183,7 +183,9 @@ type LeaseStore interface {
 //     non-zero and only grows;
 //   - make UpdateJobRev check the revision and write in one atomic step,
 //     failing with ErrStale (CheckRevision) when rev is not the job's;
-//   - return ListJobs in the given state ("" = all) in SortJobs order.
+//   - return ListJobs in the given state ("" = all) in SortJobs order, at
+//     a cost that does not grow with the jobs in other states (the running
+//     jobs are looked up on every agent request; ended ones pile up).
 //
 // fn MAY be called more than once and SHOULD only edit its argument.
 type JobStore interface {
@@ -204,12 +206,16 @@ type JobStore interface {
 //     token with the same hash (that is how revocation is written);
 //   - fail TokenByHash and DeleteToken with ErrNotFound when no token has
 //     the hash;
-//   - return ListTokens oldest Created first;
+//   - return ListTokens oldest Created first, and FindTokens the tokens
+//     matching every field the filter sets, in the same order, at a cost
+//     that does not grow with the tokens it does not return (machine
+//     credentials are looked up on every boot request);
 //   - never put the hash in an error message: it identifies a credential.
 type TokenStore interface {
 	PutToken(ctx context.Context, t Token) error
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	ListTokens(ctx context.Context) ([]Token, error)
+	FindTokens(ctx context.Context, f TokenFilter) ([]Token, error)
 	// DeleteToken removes the token stored under hash; ErrNotFound when
 	// there is none.
 	DeleteToken(ctx context.Context, hash string) error

@@ -161,6 +161,12 @@ type Token struct {
 	Parent string `json:"parent,omitempty"`
 }
 
+// TokenFilter selects tokens in FindTokens: every field set must match.
+type TokenFilter struct {
+	Scope string // "operator", "machine:ID", ...
+	JobID string
+}
+
 // MachineFilter selects machines in List; zero fields match all.
 type MachineFilter struct {
 	Recipe string

@@ -137,6 +137,11 @@ var (
 	bPowerDays = []byte("power_days")
 	bPowerSums = []byte("power_summaries")
 	bFences    = []byte("fences")
+	// Indexes whose keys are "VALUE/ID" (schema v8): jobs by state, tokens
+	// by scope and by job.
+	bIdxJobState   = []byte("idx_job_state")
+	bIdxTokenScope = []byte("idx_token_scope")
+	bIdxTokenJob   = []byte("idx_token_job")
 
 	kSchema = []byte("schema")
 )

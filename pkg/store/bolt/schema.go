@@ -29,6 +29,7 @@ func migrations() []migration {
 		{"add the telemetry buckets", migrateV5},
 		{"add the daily power summaries bucket", migrateV6},
 		{"add the fences bucket", migrateV7},
+		{"index jobs by state and tokens by scope and job", migrateV8},
 	}
 }
 
@@ -260,4 +261,32 @@ func migrateV7(tx *bbolt.Tx) error {
 		return fmt.Errorf("creating bucket %s: %w", bFences, err)
 	}
 	return nil
+}
+
+// migrateV8 indexes jobs by state and tokens by scope and by job, so the
+// running jobs and a machine's credentials are found without decoding
+// every job and token ever stored.
+func migrateV8(tx *bbolt.Tx) error {
+	for _, name := range [][]byte{bIdxJobState, bIdxTokenScope, bIdxTokenJob} {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("creating bucket %s: %w", name, err)
+		}
+	}
+	err := tx.Bucket(bJobs).ForEach(func(k, v []byte) error {
+		var j store.Job
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("decoding job %s: %w", k, err)
+		}
+		return indexJob(tx, nil, &j)
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bTokens).ForEach(func(k, v []byte) error {
+		var t store.Token
+		if err := json.Unmarshal(v, &t); err != nil {
+			return fmt.Errorf("decoding token: %w", err)
+		}
+		return indexToken(tx, nil, &t)
+	})
 }

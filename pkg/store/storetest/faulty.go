@@ -252,6 +252,13 @@ func (f *Faulty) ListTokens(ctx context.Context) ([]store.Token, error) {
 	return f.Store.ListTokens(ctx)
 }
 
+func (f *Faulty) FindTokens(ctx context.Context, flt store.TokenFilter) ([]store.Token, error) {
+	if err := f.r("FindTokens"); err != nil {
+		return nil, err
+	}
+	return f.Store.FindTokens(ctx, flt)
+}
+
 func (f *Faulty) DeleteToken(ctx context.Context, hash string) error {
 	if err := f.w("DeleteToken"); err != nil {
 		return err
