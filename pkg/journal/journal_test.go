@@ -273,7 +273,7 @@ func TestIsStream(t *testing.T) {
 	for env, want := range map[string]bool{
 		fmt.Sprintf("%d:%d", st.Dev, st.Ino):   true,
 		fmt.Sprintf("%d:%d", st.Dev, st.Ino+1): false, // stderr redirected elsewhere
-		"": false, "garbage": false, "1:x": false,
+		"":                                     false, "garbage": false, "1:x": false,
 	} {
 		if got := IsStream(env, f); got != want {
 			t.Errorf("IsStream(%q) = %v, want %v", env, got, want)
