@@ -67,6 +67,12 @@ func Build(in Inputs) (*debpkg.Package, error) {
 	if in.Arch != "amd64" && in.Arch != "arm64" {
 		return nil, fmt.Errorf("arch %q: expected amd64 or arm64", in.Arch)
 	}
+	for name, b := range map[string][]byte{"ingot": in.Ingot, "ingot-agent": in.Agent, "the man page": in.Man, "the completion": in.Completion,
+		"the configuration": in.Config, "the copyright file": in.Copyright, "the changelog": in.Changelog} {
+		if len(b) == 0 {
+			return nil, fmt.Errorf("%s: no contents given", name)
+		}
+	}
 	read := func(name string) []byte { b, _ := fs.ReadFile(files, name); return b }
 	man, err := gzip9(in.Man)
 	if err != nil {
@@ -100,11 +106,6 @@ func Build(in Inputs) (*debpkg.Package, error) {
 		},
 		Scripts: map[string][]byte{"postinst": read("postinst"), "prerm": read("prerm"), "postrm": read("postrm")},
 		MTime:   in.MTime,
-	}
-	for _, f := range p.Files {
-		if f.Mode.IsRegular() && len(f.Body) == 0 {
-			return nil, fmt.Errorf("%s: no contents given", f.Path)
-		}
 	}
 	return p, nil
 }
