@@ -8,7 +8,8 @@ export CGO_ENABLED ?= 0
 FUZZTIME ?= 5s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
-# make deb: the packages are dated by the commit, so one commit gives the same bytes.
+# make deb: the packages are dated by the commit, so one commit gives the same bytes
+# (from a checkout or from its source tarball: -buildvcs=false; the version is in -X main.version).
 DEB_OUT ?= dist
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
@@ -26,7 +27,7 @@ build-arm64: ## ingot-agent for arm64 lab VMs (bin/ingot-agent-arm64; lab --vms 
 	GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent-arm64 ./cmd/ingot-agent
 
 deb: build ## Debian packages $(DEB_OUT)/ingot_VERSION_{amd64,arm64}.deb (arm64 cross-built), reproducible: same commit, same bytes
-	@for arch in amd64 arm64; do \
+	@export GOFLAGS=-buildvcs=false; for arch in amd64 arm64; do \
 	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot ./cmd/ingot && \
 	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot-agent ./cmd/ingot-agent && \
 	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) GOMODCACHE=$$($(GO) env GOMODCACHE) GOROOT=$$($(GO) env GOROOT) \

@@ -40,7 +40,8 @@ var (
 	// --boot-link-targets /boot/ipxe.*). systemd (>= 247, ProtectProc=):
 	// the unit, systemd-sysusers and systemd-tmpfiles in postinst.
 	// init-system-helpers: deb-systemd-helper and deb-systemd-invoke.
-	depends = []string{"ipxe", "systemd (>= 247)", "init-system-helpers (>= 1.56)"}
+	// procps: /bin/kill, the unit's ExecReload.
+	depends = []string{"ipxe", "systemd (>= 247)", "init-system-helpers (>= 1.56)", "procps"}
 	// systemd-boot-efi: the EFI stub of the agent UKI served at /uki/MAC.efi
 	// (UEFI HTTP boot; pkg/uki) and on the boot CD. xorriso, isolinux,
 	// syslinux-common, binutils (objcopy), dosfstools, mtools: the agent's
