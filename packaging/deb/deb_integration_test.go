@@ -43,16 +43,7 @@ func TestIntegrationDebReproducible(t *testing.T) {
 		if f == "" {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if os.IsNotExist(err) {
-			continue // deleted in the working tree
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := os.Stat(filepath.Join(root, f))
-		os.MkdirAll(filepath.Dir(filepath.Join(copyDir, f)), 0o755)
-		if err := os.WriteFile(filepath.Join(copyDir, f), b, st.Mode().Perm()); err != nil {
+		if err := copyFile(filepath.Join(root, f), filepath.Join(copyDir, f)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -78,6 +69,33 @@ func TestIntegrationDebReproducible(t *testing.T) {
 			t.Errorf("%s: %s (%d bytes) and %s (%d bytes) differ", arch, a, len(ab), m[0], len(bb))
 		}
 	}
+}
+
+// copyFile copies a file or symlink, making its folder; a file deleted in
+// the working tree is skipped.
+func copyFile(src, dst string) error {
+	st, err := os.Lstat(src)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeSymlink != 0 {
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return os.Symlink(target, dst)
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, st.Mode().Perm())
 }
 
 // dpkg-deb lists every file with its owner, mode and the commit's time.

@@ -134,8 +134,8 @@ func verifyUnit(t *testing.T, root string) {
 // unit is what ingot.service says about how serve runs.
 type unit struct {
 	ExecStart, User, Group, UMask []string
-	Caps, Bounding              []string
-	NoNewPrivileges             bool
+	Caps, Bounding                []string
+	NoNewPrivileges               bool
 }
 
 func readUnit(t *testing.T, path string) unit {
