@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/image"
+	"github.com/ingot-dev/ingot/pkg/journal"
 )
 
 // repoRoot is the folder holding go.mod above the test.
@@ -173,20 +175,61 @@ func inRoot(ctx context.Context, root string, args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// lockedWriter lets a command's stderr be read while it runs.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
+// fakeJournald listens where journald's native socket is in root, writable
+// by the ingot user, and keeps every entry it receives.
+type fakeJournald struct {
+	mu      sync.Mutex
+	entries []map[string][]string
 }
 
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+func listenJournald(t *testing.T, root string) *fakeJournald {
+	t.Helper()
+	dir := filepath.Join(root, "run/systemd/journal")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(dir, "socket"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(dir, "socket"), 0o666)
+	t.Cleanup(func() { c.Close() })
+	j := &fakeJournald{}
+	go func() {
+		buf := make([]byte, 1<<20)
+		for {
+			n, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if e, err := journal.Decode(buf[:n]); err == nil {
+				j.mu.Lock()
+				j.entries = append(j.entries, e)
+				j.mu.Unlock()
+			}
+		}
+	}()
+	return j
 }
 
-func (w *lockedWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
+// find returns the first entry whose fields include all of want.
+func (j *fakeJournald) find(want map[string]string) map[string][]string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, e := range j.entries {
+		ok := true
+		for k, v := range want {
+			ok = ok && len(e[k]) > 0 && e[k][0] == v
+		}
+		if ok {
+			return e
+		}
+	}
+	return nil
+}
+
+func (j *fakeJournald) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.entries)
 }

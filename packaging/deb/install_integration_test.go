@@ -40,14 +40,16 @@ func TestIntegrationDebInstallAndServe(t *testing.T) {
 	srv, cli := bootNetwork(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	serve, stderr := startAsUnit(ctx, t, srv, root, readUnit(t, filepath.Join(root, "lib/systemd/system/ingot.service")))
+	journald := listenJournald(t, root)
+	serve, stderr := startAsUnit(ctx, t, srv, root, readUnit(t, filepath.Join(root, "lib/systemd/system/ingot.service")), nil)
 	answers(ctx, t, cli, root) // serve is up, past its exec chain
 	checkProcess(t, root, serve.Process.Pid)
+	checkJournal(t, journald, stderr)
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := serve.Wait(); err != nil {
-		t.Errorf("ingot serve after SIGTERM: %v, want exit 0\n%s", err, stderr)
+		t.Errorf("ingot serve after SIGTERM: %v, want exit 0", err)
 	}
 	t.Logf("whole test: %v", time.Since(start).Round(time.Second))
 }
@@ -221,8 +223,10 @@ func bootNetwork(t *testing.T) (srv, cli *netns.NS) {
 
 // startAsUnit starts ExecStart in root as the unit would: its user and
 // group with their groups, only its capabilities (ambient, inheritable and
-// bounding), its umask, no new privileges, systemd's plain environment.
-func startAsUnit(ctx context.Context, t *testing.T, srv *netns.NS, root string, u unit) (*exec.Cmd, *lockedWriter) {
+// bounding), its umask, no new privileges, systemd's plain environment, and
+// stderr a stream JOURNAL_STREAM names (systemd's stream to journald; here a
+// file), plus env.
+func startAsUnit(ctx context.Context, t *testing.T, srv *netns.NS, root string, u unit, env []string) (*exec.Cmd, *os.File) {
 	t.Helper()
 	args := []string{root, "/bin/sh", "-c", `umask "$1"; shift; exec "$@"`, "sh", u.UMask[0],
 		"setpriv", "--reuid=" + u.User[0], "--regid=" + u.Group[0], "--init-groups",
@@ -231,18 +235,45 @@ func startAsUnit(ctx context.Context, t *testing.T, srv *netns.NS, root string, 
 		args = append(args, "--no-new-privs")
 	}
 	cmd := srv.Command(ctx, "chroot", append(append(args, "--"), u.ExecStart...)...)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"}
-	stderr := &lockedWriter{b: &strings.Builder{}}
-	cmd.Stderr = stderr
+	stderr, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(stderr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+		fmt.Sprintf("JOURNAL_STREAM=%d:%d", st.Dev, st.Ino)}, env...)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := srv.Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("ingot serve's log:\n%s", stderr.String())
+		if b, _ := os.ReadFile(stderr.Name()); t.Failed() {
+			t.Logf("ingot serve's stderr:\n%s", b)
 		}
+		stderr.Close()
 	})
 	return cmd, stderr
+}
+
+// checkJournal: serve logged to journald's socket, attributes as fields,
+// and nothing as text on stderr.
+func checkJournal(t *testing.T, j *fakeJournald, stderr *os.File) {
+	t.Helper()
+	for _, want := range []map[string]string{
+		{"MESSAGE": "ingot serving", "SYSLOG_IDENTIFIER": "ingot", "PRIORITY": "6", "INTERFACE": "d0", "DHCP": "full"},
+		{"MESSAGE": "dhcp serving", "SERVICE": "dhcp", "MODE": "full"},
+		{"MESSAGE": "tftp sent", "SERVICE": "tftp", "FILE": "undionly.kpxe"},
+	} {
+		if j.find(want) == nil {
+			t.Errorf("no journal entry with %v among %d", want, j.count())
+		}
+	}
+	if b, _ := os.ReadFile(stderr.Name()); len(b) > 0 {
+		t.Errorf("serve wrote to stderr under journald:\n%s", b)
+	}
 }
 
 // checkProcess reads the running server's identity and capabilities.

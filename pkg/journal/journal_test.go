@@ -2,7 +2,6 @@ package journal
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +49,7 @@ func (j *fakeJournal) next() (map[string][]string, bool) {
 	if oobn > 0 {
 		body, viaMemfd = readMemfd(j.t, oob[:oobn]), true
 	}
-	f, err := decode(body)
+	f, err := Decode(body)
 	if err != nil {
 		j.t.Fatalf("decoding %q: %v", body, err)
 	}
@@ -81,35 +80,6 @@ func readMemfd(t *testing.T, oob []byte) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-// decode parses the native protocol (written from systemd's "Native
-// Journal Protocol" document).
-func decode(b []byte) (map[string][]string, error) {
-	out := map[string][]string{}
-	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n')
-		if nl < 0 {
-			return nil, errors.New("field without a newline")
-		}
-		line := b[:nl]
-		if name, value, ok := bytes.Cut(line, []byte("=")); ok {
-			out[string(name)] = append(out[string(name)], string(value))
-			b = b[nl+1:]
-			continue
-		}
-		rest := b[nl+1:]
-		if len(rest) < 8 {
-			return nil, fmt.Errorf("field %s: no length", line)
-		}
-		size := binary.LittleEndian.Uint64(rest)
-		if uint64(len(rest)-8) < size+1 || rest[8+size] != '\n' {
-			return nil, fmt.Errorf("field %s: %d bytes announced, %d left", line, size, len(rest)-8)
-		}
-		out[string(line)] = append(out[string(line)], string(rest[8:8+size]))
-		b = rest[8+size+1:]
-	}
-	return out, nil
 }
 
 func newTestHandler(t *testing.T, opts Options) (*Handler, *fakeJournal) {
