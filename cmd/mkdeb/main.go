@@ -34,7 +34,7 @@ func main() {
 
 type options struct {
 	arch, bin, hostIngot, describe, commit, out, maintainer, license, modCache, goroot string
-	epoch                                                                          time.Time
+	epoch                                                                              time.Time
 }
 
 func parse(args []string, getenv func(string) string) (options, error) {
@@ -58,6 +58,9 @@ func parse(args []string, getenv func(string) string) (options, error) {
 		return o, fmt.Errorf("SOURCE_DATE_EPOCH=%q: expected the commit's time in seconds (make deb sets it)", getenv("SOURCE_DATE_EPOCH"))
 	}
 	o.epoch = time.Unix(sde, 0).UTC()
+	if o.arch != "amd64" && o.arch != "arm64" {
+		return o, fmt.Errorf("--arch %q: expected amd64 or arm64", o.arch)
+	}
 	if o.bin == "" || o.describe == "" || o.commit == "" || o.modCache == "" || o.goroot == "" {
 		return o, errors.New("--bin, --describe, --commit, --modcache (GOMODCACHE) and --goroot (GOROOT) are required")
 	}
