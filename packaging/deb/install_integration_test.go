@@ -45,12 +45,14 @@ func TestIntegrationDebInstallAndServe(t *testing.T) {
 	answers(ctx, t, cli, root) // serve is up, past its exec chain
 	checkProcess(t, root, serve.Process.Pid)
 	checkJournal(t, journald, stderr)
+	upgradeWhileServing(ctx, t, root, cli, serve)
 	if err := serve.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := serve.Wait(); err != nil {
 		t.Errorf("ingot serve after SIGTERM: %v, want exit 0", err)
 	}
+	purgeKeepsData(t, root)
 	t.Logf("whole test: %v", time.Since(start).Round(time.Second))
 }
 
@@ -84,6 +86,37 @@ func installDeb(t *testing.T, root, deb string) {
 	if out, err := inRoot(ctx, root, "dpkg", "--verify", "ingot"); err != nil || len(out) > 0 {
 		t.Errorf("dpkg --verify ingot: %v %s", err, out)
 	}
+}
+
+// upgradeWhileServing installs the package over itself (dpkg's upgrade
+// path: prerm upgrade, postinst configure OLD): the running server is
+// neither stopped nor restarted, and still answers.
+func upgradeWhileServing(ctx context.Context, t *testing.T, root string, cli *netns.NS, serve *exec.Cmd) {
+	t.Helper()
+	if out, err := inRoot(ctx, root, "dpkg", "-i", "/tmp/ingot.deb"); err != nil {
+		t.Errorf("upgrade: %v\n%s", err, out)
+	}
+	if err := serve.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the server did not survive the upgrade: %v", err)
+	}
+	if out, err := cli.Run(ctx, "curl", "-sSf", "http://10.80.0.1:8080/healthz"); err != nil {
+		t.Errorf("after the upgrade: %v %s", err, out)
+	}
+}
+
+// purgeKeepsData: purge removes the configuration, keeps the fleet's data
+// and the user.
+func purgeKeepsData(t *testing.T, root string) {
+	t.Helper()
+	if out, err := inRoot(context.Background(), root, "dpkg", "--purge", "ingot"); err != nil {
+		t.Fatalf("purge: %v\n%s", err, out)
+	}
+	for path, want := range map[string]bool{"var/lib/ingot/ingot.db": true, "etc/ingot/ingot.yaml": false, "usr/bin/ingot": false} {
+		if _, err := os.Stat(filepath.Join(root, path)); (err == nil) != want {
+			t.Errorf("after purge /%s: %v, want present %v", path, err, want)
+		}
+	}
+	ingotIDs(t, root) // the user stays
 }
 
 // ingotIDs are the ingot user's uid and gid in root.
