@@ -26,7 +26,7 @@ build: ## build the static binaries into bin/
 build-arm64: ## ingot-agent for arm64 lab VMs (bin/ingot-agent-arm64; lab --vms arm64, test-e2e-long)
 	GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent-arm64 ./cmd/ingot-agent
 
-deb: build ## Debian packages $(DEB_OUT)/ingot_VERSION_{amd64,arm64}.deb (arm64 cross-built), reproducible: same commit, same bytes
+deb: build ## Debian packages dist/ingot_VERSION_{amd64,arm64}.deb (DEB_OUT; arm64 cross-built), reproducible: same commit, same bytes
 	@export GOFLAGS=-buildvcs=false; for arch in amd64 arm64; do \
 	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot ./cmd/ingot && \
 	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot-agent ./cmd/ingot-agent && \
