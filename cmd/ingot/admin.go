@@ -140,7 +140,7 @@ func adminRestore(ctx context.Context, e *env, db string, pos []string) error {
 // wait); a missing file is created only when asked (the first token,
 // before the server's first start).
 func openOffline(ctx context.Context, location string, create bool) (store.Store, error) {
-	if path, ok := localPath(location); ok {
+	if path, ok := boltPath(location); ok {
 		if _, err := os.Stat(path); err != nil && !create {
 			return nil, fmt.Errorf("database %s: %w (set --db or INGOT_DB)", path, err)
 		}
@@ -155,16 +155,6 @@ func openOffline(ctx context.Context, location string, create bool) (store.Store
 		return nil, fmt.Errorf("database %s is held by a running ingot server: use the API instead (ingot --server URL ...; ingot token create), or stop the server first", location)
 	}
 	return st, err
-}
-
-// localPath is the file a store location names, when it names one: a
-// plain path or bolt:///PATH.
-func localPath(location string) (string, bool) {
-	if p, ok := strings.CutPrefix(location, "bolt://"); ok {
-		p = strings.TrimPrefix(p, "localhost")
-		return p, strings.HasPrefix(p, "/")
-	}
-	return location, !strings.Contains(location, "://")
 }
 
 func adminTokenCreate(ctx context.Context, e *env, f *fleet.Service, dir, name, scope string, ttl time.Duration) error {

@@ -83,12 +83,18 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return runEnv(ctx, &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}, args)
+}
+
+// runEnv runs the command args names with e's streams and environment.
+func runEnv(ctx context.Context, e *env, args []string) error {
+	stderr := e.stderr
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
+		usage(e.stdout)
 		return nil
 	}
-	for _, c := range commands() {
+	// The hidden generators (helpgen.go) come after the listed commands.
+	for _, c := range append(commands(), hiddenCommands()...) {
 		if c.name == args[0] {
 			if err := c.run(ctx, e, args[1:]); !errors.Is(err, errHelp) {
 				return err

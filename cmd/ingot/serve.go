@@ -38,8 +38,15 @@ func runServe(ctx context.Context, e *env, args []string) error {
 		// the DHCP benchmark). A few MiB more heap is the cheaper side.
 		debug.SetGCPercent(serveGCPercent)
 	}
+	log := e.logger(cfg.LogLevel)
+	// What the process lacks (capabilities, permissions) is said up front,
+	// naming what needs it, never as a bare EPERM later.
+	if err := checkPrivileges(cfg, log); err != nil {
+		return err
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return serve.Run(ctx, cfg, serve.Options{Logger: e.logger(cfg.LogLevel), Version: version, Getenv: e.getenv, Reload: hup})
+	return serve.Run(ctx, cfg, serve.Options{Logger: log, Version: version, Getenv: e.getenv, Reload: hup,
+		Ready: systemdReady(ctx, e, log)})
 }
