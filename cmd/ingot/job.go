@@ -108,7 +108,7 @@ func writeJob(e *env, j *wire.Job) error {
 	if st := j.Reimage; st != nil {
 		fmt.Fprintf(e.stdout, "Restore:  %s\n", st.RestoreLine())
 		for _, c := range append(st.Checks, st.BurnIn...) {
-			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, c.Verdict(), c.Value, c.Detail)
+			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, c.Outcome(), c.Value, c.Detail)
 		}
 	}
 	if st := j.Rollout; st != nil {

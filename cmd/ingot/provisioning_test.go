@@ -108,7 +108,7 @@ func (a *simAgent) agent(ctx context.Context, machineID string) {
 		func() error { return a.call(ctx, tok, "GET", api.PathTask, nil, &task) },
 		func() error {
 			return a.call(ctx, tok, "POST", api.PathInventory, machine.Inventory{Source: "agent",
-				CPUs: []machine.CPU{{Model: "QEMU"}}}, nil)
+				CPUs: []machine.CPU{{Model: "QEMU"}}, DIMMs: []machine.DIMM{{SizeMiB: 2048}}}, nil)
 		},
 		func() error {
 			return a.call(ctx, tok, "POST", api.PathProgress, api.Progress{Step: "image", Bytes: 1 << 20, Total: 1 << 20}, nil)
@@ -268,6 +268,7 @@ os:
 acceptance:
   checks:
     - name: memory-size
+      min: 1GiB
 timeouts:
   retries: 1
 `

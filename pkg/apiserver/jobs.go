@@ -47,7 +47,7 @@ func wireChecks(cs []engine.CheckResult) []wire.CheckResult {
 	var out []wire.CheckResult
 	for _, c := range cs {
 		out = append(out, wire.CheckResult{Name: c.Name, OK: c.OK, Skipped: c.Skipped, Waived: c.Waived, Detail: c.Detail,
-			Value: c.Value, Metrics: c.Metrics})
+			Value: c.Value, Metrics: c.Metrics, Verdict: string(c.Verdict)})
 	}
 	return out
 }

@@ -491,7 +491,8 @@ func (s *Server) agentChecks(w http.ResponseWriter, r *http.Request, p principal
 func checkResults(in []api.CheckResult) []engine.CheckResult {
 	res := make([]engine.CheckResult, len(in))
 	for i, c := range in {
-		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK && !c.Skipped, Skipped: c.Skipped, Detail: c.Detail, Value: c.Value, Metrics: c.Metrics}
+		res[i] = engine.CheckResult{Name: c.Name, OK: c.OK && !c.Skipped, Skipped: c.Skipped, Detail: c.Detail, Value: c.Value, Metrics: c.Metrics,
+			Verdict: c.Verdict, Evidence: c.Evidence}
 	}
 	return res
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	burnin "github.com/ingot-dev/ingot/pkg/burnin/judge"
+
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -216,7 +218,8 @@ func (e *Engine) OnChecks(ctx context.Context, machineID string, results []Check
 	if err != nil {
 		return err
 	}
-	v := judge(r.Acceptance.Checks, recipe.StageAgent, results, m)
+	inv, found := e.jobSnapshot(ctx, machineID, j, "agent")
+	v := judge(r.Acceptance.Checks, recipe.StageAgent, rejudgeAgent(r, inv, found, results), m)
 	if _, err := e.advance(ctx, j.ID, from, StepChecks, 0, func(st *ReimageStatus) { st.Checks = v.Results }); err != nil {
 		return err
 	}
@@ -312,7 +315,9 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 		if m, err = e.machines.Get(ctx, machineID); err != nil {
 			return err
 		}
-		v = judge(r.Acceptance.Checks, recipe.StageBurnIn, fb.BurnIn, m)
+		inv, _ := e.jobSnapshot(ctx, machineID, j, "agent")
+		burnIn := rejudgeBurnIn(r, burnin.InventoryOf(inv, r.Hardware, nil), fb.BurnIn)
+		v = judge(r.Acceptance.Checks, recipe.StageBurnIn, burnIn, m)
 		_, err = e.advance(ctx, j.ID, j.Step, StepVerify, e.timeouts(r).Verify.D(), func(st *ReimageStatus) {
 			st.Software = &sw
 			st.BurnIn = v.Results

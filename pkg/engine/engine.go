@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
@@ -307,6 +308,13 @@ type CheckResult struct {
 	Value   float64 `json:"value,omitempty"`
 	// Metrics are the other numbers measured (max_gpu_temp_c, ...).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Verdict is the server's judgement: passed, failed (the hardware gave
+	// wrong or too-slow results, or evidence is missing) or could-not-run
+	// (the tool did not measure). The node's own OK is advisory.
+	Verdict api.Verdict `json:"verdict,omitempty"`
+	// Evidence is what a burn-in tool measured, as the node read it: what
+	// the server judged.
+	Evidence *api.Evidence `json:"evidence,omitempty"`
 }
 
 func decodeStatus(j *store.Job) (ReimageStatus, error) {

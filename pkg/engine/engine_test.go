@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/apiserver"
+	"github.com/ingot-dev/ingot/pkg/burnin/judge"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -110,7 +112,7 @@ func testRecipe() *recipe.Recipe {
 		BIOS:       recipe.BIOS{BootMode: "uefi", Attributes: map[string]recipe.Value{"SriovGlobalEnable": recipe.StringValue("Enabled")}},
 		OS:         recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: strings.Repeat("a", 64), Format: "raw.zst"}},
 		Drivers:    map[string]string{"nvidia": "535.309.01"},
-		Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size"}}},
+		Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size", Min: recipe.Quantity{Value: 1 << 30}}}},
 		Timeouts:   recipe.Timeouts{POST: recipe.Duration(time.Minute), Retries: 2},
 	}
 }
@@ -256,7 +258,7 @@ func TestReimageHappyPath(t *testing.T) {
 	if err != nil || task.Mode != "provision" || task.Recipe.Name != "lab-qemu" {
 		t.Fatalf("task = %+v, %v", task, err)
 	}
-	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"}); err != nil {
+	if err := h.e.OnInventory(ctx, m.ID, agentInventory()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.e.OnProgress(ctx, m.ID, "image", 50, 100, 10); err != nil {
@@ -439,7 +441,7 @@ func (h *harness) playAgent(machineID, jobID string) {
 	ctx := context.Background()
 	h.waitStep(jobID, engine.StepBoot)
 	h.e.OnTask(ctx, machineID)
-	h.e.OnInventory(ctx, machineID, machine.Inventory{Source: "agent"})
+	h.e.OnInventory(ctx, machineID, agentInventory())
 	h.e.OnChecks(ctx, machineID, []engine.CheckResult{{Name: "memory-size", OK: true}})
 	h.e.OnDone(ctx, machineID, "handoff", true, "")
 	h.waitStep(jobID, engine.StepFirstBoot)
@@ -459,7 +461,7 @@ func TestLoadWattsDuringBurnIn(t *testing.T) {
 	h.playAgent(m.ID, j.ID)
 	time.Sleep(100 * time.Millisecond) // a few 5 ms samples
 	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1", Drivers: map[string]string{"nvidia": "535.309.01"}},
-		BurnIn: []engine.CheckResult{{Name: "gpu-burn", OK: true, Value: 5e13}}}); err != nil {
+		BurnIn: []engine.CheckResult{gpuBurnPassed(5e13)}}); err != nil {
 		t.Fatal(err)
 	}
 	j = h.waitStep(j.ID, string(store.JobSucceeded))
@@ -568,7 +570,7 @@ func TestReconcileWithBMC(t *testing.T) {
 	}
 	h.waitStep(j.ID, engine.StepBoot)
 	h.e.OnTask(ctx, m.ID)
-	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent", GPUs: []machine.GPU{{Serial: "a"}}}); err != nil {
+	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent", GPUs: []machine.GPU{{Serial: "a"}}, DIMMs: []machine.DIMM{{SizeMiB: 2048}}}); err != nil {
 		t.Fatal(err)
 	}
 	j = h.waitStep(j.ID, string(store.JobFailed))
@@ -849,7 +851,7 @@ func TestKexecHandoffSkipsPowerCycle(t *testing.T) {
 	if task, err := h.e.OnTask(ctx, m.ID); err != nil || task.Mode != "provision" {
 		t.Fatalf("task = %+v, %v", task, err)
 	}
-	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"}); err != nil {
+	if err := h.e.OnInventory(ctx, m.ID, agentInventory()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}}); err != nil {
@@ -888,7 +890,7 @@ func TestReimageHandoffOverride(t *testing.T) {
 	if err != nil || task.Recipe.OS.Handoff != "reboot" {
 		t.Fatalf("task's recipe handoff = %q (%v), want reboot", task.Recipe.OS.Handoff, err)
 	}
-	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnInventory(ctx, m.ID, agentInventory())
 	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
 	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
 		t.Fatal(err)
@@ -981,5 +983,79 @@ func TestAgentBootHTTPOverride(t *testing.T) {
 	h.bmc.mu.Unlock()
 	if want := "bios 1,mode UEFI,boot UefiHttp,cycle"; h.bmc.Calls() != want || uri != "http://10.77.0.1:8080/uki/52-54-00-00-00-01.efi" {
 		t.Errorf("BMC calls %q with URI %q; want %q and the machine's UKI", h.bmc.Calls(), uri, want)
+	}
+}
+
+// agentInventory is what the fake agent reports: 2 GiB of memory, which
+// the server judges memory-size on (1 GiB at least).
+func agentInventory() machine.Inventory {
+	return machine.Inventory{Source: "agent", DIMMs: []machine.DIMM{{SizeMiB: 2048}}, GPUs: []machine.GPU{{PCIAddress: "0000:18:00.0", Serial: "1"}}}
+}
+
+// gpuBurnPassed is a gpu-burn result of the one GPU agentInventory has,
+// with the evidence the server judges it on: rate flop/s over 100
+// iterations, sampled by nvidia-smi during the load.
+func gpuBurnPassed(rate float64) engine.CheckResult {
+	return engine.CheckResult{Name: "gpu-burn", OK: true, Value: rate, Evidence: &api.Evidence{Tool: "gpu-burn",
+		Values: []api.Measurement{{Subject: judge.GPU(0), Value: rate, Work: 100}},
+		Load:   &api.LoadEvidence{GPUs: []api.GPULoad{{PCI: "0000:18:00", Index: 0, Samples: 10, MaxTempC: 70}}}}}
+}
+
+// The server judges every number a node reports, with the code the node
+// ran: a node's OK is advisory. A burn-in pass whose evidence shows a GPU
+// that did no work, a pass with no evidence at all, and an agent check
+// the agent's own inventory contradicts each fail the job with the
+// server's reason and verdict; a burn-in whose tool did not measure is
+// could-not-run.
+func TestServerJudgesReportedNumbers(t *testing.T) {
+	idle := gpuBurnPassed(5e13)
+	idle.Evidence.Values[0].Work = 0
+	idle.Evidence.Values[0].Value = 0
+	notRun := engine.CheckResult{Name: "gpu-burn", OK: true, Evidence: &api.Evidence{Tool: "gpu-burn", NotRun: "gpu_burn: not installed"}}
+	for name, tc := range map[string]struct {
+		agentInv machine.Inventory
+		burnIn   engine.CheckResult
+		want     []string
+		verdict  api.Verdict
+	}{
+		"a GPU that did no work":     {agentInventory(), idle, []string{"burn-in failed: gpu-burn:", "GPU 0", "node reported a pass"}, api.VerdictFailed},
+		"no evidence, only an ok":    {agentInventory(), engine.CheckResult{Name: "gpu-burn", OK: true, Value: 5e13}, []string{"gpu-burn: no evidence reported, only the node's verdict (ok=true)"}, api.VerdictFailed},
+		"the tool did not measure":   {agentInventory(), notRun, []string{"gpu-burn: did not run", "not installed"}, api.VerdictCouldNotRun},
+		"memory the inventory lacks": {machine.Inventory{Source: "agent"}, gpuBurnPassed(5e13), []string{"memory-size: found 0B, expected at least 1GiB", "the node reported a pass"}, api.VerdictFailed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			h := burnInHarness(t)
+			m := h.enroll("node1")
+			j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitStep(j.ID, engine.StepBoot)
+			h.e.OnTask(ctx, m.ID)
+			h.e.OnInventory(ctx, m.ID, tc.agentInv)
+			if err := h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}}); err == nil {
+				h.e.OnDone(ctx, m.ID, "handoff", true, "")
+				h.waitStep(j.ID, engine.StepFirstBoot)
+				h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Drivers: map[string]string{"nvidia": "535.309.01"}},
+					BurnIn: []engine.CheckResult{tc.burnIn}})
+			}
+			j = h.waitStep(j.ID, string(store.JobFailed))
+			for _, w := range tc.want {
+				if !strings.Contains(j.Reason, w) {
+					t.Errorf("reason %q lacks %q", j.Reason, w)
+				}
+			}
+			st, _ := engine.Status(j)
+			var got api.Verdict
+			for _, c := range append(st.Checks, st.BurnIn...) {
+				if !c.OK && c.Verdict != "" {
+					got = c.Verdict
+				}
+			}
+			if got != tc.verdict {
+				t.Errorf("verdict %q; want %q (checks %+v, burn-in %+v)", got, tc.verdict, st.Checks, st.BurnIn)
+			}
+		})
 	}
 }

@@ -61,7 +61,7 @@ func TestVirtualMediaBoot(t *testing.T) {
 	}
 	h.mu.Unlock()
 	h.e.OnTask(ctx, m.ID)
-	h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"})
+	h.e.OnInventory(ctx, m.ID, agentInventory())
 	h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}})
 	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
 		t.Fatal(err)

@@ -72,14 +72,18 @@ func racksIn(dir string, log *slog.Logger) func() []rack.Rack {
 
 // waveCheck gates rollout waves on what telemetry measured of each
 // machine while its job ran (its burn-in): peak watts and temperatures
-// against its recipe's alert limits.
+// against its recipe's alert limits. A machine with no sample in that
+// window is no pass: nothing showed it stays within its limits under load.
 func waveCheck(tel *telemetry.Service) engine.WaveCheck {
 	return func(_ context.Context, m *machine.Machine, r *recipe.Recipe, from, to time.Time) engine.WaveNode {
 		w, inlet, gpu, n := tel.Aggregates().Peak(m.ID, from, to)
 		node := engine.WaveNode{Watts: w, InletC: inlet, GPUMaxC: gpu}
-		if n > 0 {
-			node.Problem = telemetry.UnderLoad(telemetry.LimitsOf(r), w, inlet, gpu)
+		if n == 0 {
+			node.Problem = fmt.Sprintf("%s: no telemetry sample between %s and %s, so nothing shows it within its limits under load (is its BMC polled? see ingot alerts and its events)",
+				m.Name, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+			return node
 		}
+		node.Problem = telemetry.UnderLoad(telemetry.LimitsOf(r), w, inlet, gpu)
 		return node
 	}
 }

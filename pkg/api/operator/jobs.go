@@ -75,15 +75,22 @@ type CheckResult struct {
 	Detail  string             `json:"detail,omitempty"`
 	Value   float64            `json:"value,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Verdict is the server's judgement: passed, failed (the hardware gave
+	// wrong or too-slow results, or evidence was missing) or could-not-run
+	// (the tool did not measure); "" for results judged before verdicts.
+	Verdict string `json:"verdict,omitempty"`
 }
 
-// Verdict is the check's outcome in a word: ok, FAILED, SKIPPED, waived.
-func (c CheckResult) Verdict() string {
+// Outcome is the check's outcome in a word: ok, FAILED, COULD-NOT-RUN
+// (SKIPPED for results without a verdict), waived.
+func (c CheckResult) Outcome() string {
 	switch {
-	case c.Skipped:
-		return "SKIPPED"
 	case c.Waived:
 		return "waived"
+	case c.Verdict == "could-not-run":
+		return "COULD-NOT-RUN"
+	case c.Skipped:
+		return "SKIPPED"
 	case !c.OK:
 		return "FAILED"
 	}
