@@ -204,7 +204,7 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 		return nil, fmt.Errorf("creating reimage job for %s: %w", m.Name, err)
 	}
 	to := machine.StateReimaging
-	if m.State != machine.StateReady && m.State != machine.StateFailed {
+	if m.State != machine.StateReady && m.State != machine.StateFailed && m.State != machine.StateDegraded {
 		to = machine.StateProvisioning
 	}
 	if err := e.setState(ctx, m.ID, to, "reimage requested by "+actor+": "+reason, map[string]string{"job": job.ID}); err != nil {

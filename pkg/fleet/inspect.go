@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/drift"
@@ -116,7 +117,15 @@ func (s *Service) RunRefresh(ctx context.Context, every time.Duration) error {
 			return nil
 		case <-time.After(every):
 		}
-		ms, err := s.store.ListMachines(ctx, store.MachineFilter{State: machine.StateReady})
+		s.refreshAll(ctx)
+	}
+}
+
+// refreshAll inspects every ready or degraded machine with a BMC and
+// settles its state on what was found (see settle).
+func (s *Service) refreshAll(ctx context.Context) {
+	for _, st := range []machine.State{machine.StateReady, machine.StateDegraded} {
+		ms, err := s.store.ListMachines(ctx, store.MachineFilter{State: st})
 		if err != nil {
 			s.log.Warn("inventory refresh: listing machines", "err", err)
 			continue
@@ -130,9 +139,67 @@ func (s *Service) RunRefresh(ctx context.Context, every time.Duration) error {
 			case errors.Is(err, ErrBusy):
 			case err != nil:
 				s.log.Warn("inventory refresh failed", "machine", m.Name, "err", err)
-			case len(res.Findings) > 0:
-				s.log.Warn("inventory refresh: drift from the recipe", "machine", m.Name, "summary", res.Summary)
+			default:
+				s.settle(ctx, m.ID, res.Findings, "inventory-refresh")
 			}
 		}
+	}
+}
+
+// DriftWaiver is the waiver name that lets a machine past a drift finding
+// of a part that no acceptance check judges: "drift:" + the finding's
+// part ("drift:gpu 4", "drift:firmware BMC").
+func DriftWaiver(part string) string { return "drift:" + part }
+
+// unwaived lists the critical findings no waiver of m covers: a waiver of
+// the acceptance check that judges the same fact, or a drift waiver of the
+// part.
+func unwaived(m *machine.Machine, fs []drift.Finding) []drift.Finding {
+	var out []drift.Finding
+	for _, f := range fs {
+		if f.Severity != drift.Critical {
+			continue
+		}
+		if _, ok := m.Waiver(DriftWaiver(f.Part)); ok {
+			continue
+		}
+		if _, ok := m.Waiver(f.Check); ok && f.Check != "" {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// settle keeps "ready" true: a ready machine whose findings hold critical
+// drift no waiver covers turns degraded, with an alert event naming them;
+// a degraded machine whose findings hold none any more is ready again.
+// Each move is the fleet's one write of a state and its event.
+func (s *Service) settle(ctx context.Context, id string, fs []drift.Finding, actor string) {
+	m, err := s.Get(ctx, id)
+	if err != nil {
+		return
+	}
+	bad := unwaived(m, fs)
+	switch {
+	case m.State == machine.StateReady && len(bad) > 0:
+		var names []string
+		for _, f := range bad {
+			names = append(names, f.String())
+		}
+		reason := fmt.Sprintf("critical drift from recipe %s since it was ready: %s", m.Recipe, strings.Join(names, "; "))
+		if err := s.Transition(ctx, m.ID, machine.StateDegraded, actor, reason, map[string]string{"findings": strconv.Itoa(len(bad))}); err != nil {
+			s.log.Warn("degrading a machine", "machine", m.Name, "err", err)
+			return
+		}
+		s.Note(ctx, m.ID, "alert", actor, "ALERT drift FIRING: "+reason+
+			"; reimage it (ingot reimage "+m.Name+") or waive each finding (ingot waive "+m.Name+" --check drift:PART --reason ...)")
+		s.log.Warn("machine degraded: critical drift since ready", "machine", m.Name, "findings", len(bad))
+	case m.State == machine.StateDegraded && len(bad) == 0:
+		if err := s.Transition(ctx, m.ID, machine.StateReady, actor, "no critical drift left (gone, or each finding waived)", nil); err != nil {
+			s.log.Warn("restoring a degraded machine", "machine", m.Name, "err", err)
+			return
+		}
+		s.Note(ctx, m.ID, "alert", actor, "ALERT drift resolved: no critical drift left")
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ingot-dev/ingot/pkg/drift"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
@@ -66,8 +68,12 @@ func (s *Service) Waive(ctx context.Context, idOrName, check, actor, reason stri
 	for _, c := range r.Acceptance.Checks {
 		names = append(names, c.Name)
 	}
-	if !slices.Contains(names, check) {
-		return nil, invalid("recipe %s has no check %q (it has: %s)", r.Name, check, strings.Join(names, ", "))
+	part, drifted := strings.CutPrefix(check, "drift:")
+	if drifted && strings.TrimSpace(part) == "" {
+		return nil, invalid("check %q: a drift waiver names the finding's part, e.g. drift:gpu 4 (ingot inventory show shows the parts)", check)
+	}
+	if !drifted && !slices.Contains(names, check) {
+		return nil, invalid("recipe %s has no check %q (it has: %s; drift:PART waives a drift finding)", r.Name, check, strings.Join(names, ", "))
 	}
 	w := machine.Waiver{Check: check, Actor: actor, Reason: reason, Time: s.now()}
 	c, err := s.store.ChangeMachine(ctx, m.ID, store.Change{Edit: func(m *machine.Machine) ([]machine.Event, error) {
@@ -79,7 +85,20 @@ func (s *Service) Waive(ctx context.Context, idOrName, check, actor, reason stri
 	if err != nil {
 		return nil, fmt.Errorf("waiving %s on %s: %w", check, m.Name, err)
 	}
-	return &c.Machine, nil
+	if c.Machine.State == machine.StateDegraded {
+		s.resettle(ctx, &c.Machine, r, actor)
+	}
+	return s.Get(ctx, m.ID)
+}
+
+// resettle judges a degraded machine's latest inventory again after its
+// waivers changed: with every critical finding waived it is ready again.
+func (s *Service) resettle(ctx context.Context, m *machine.Machine, r *recipe.Recipe, actor string) {
+	snap, err := s.store.Inventory(ctx, m.ID, 0)
+	if err != nil {
+		return
+	}
+	s.settle(ctx, m.ID, drift.Check(snap.Inventory, r), actor)
 }
 
 // Unwaive withdraws a machine's waiver for check.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,65 @@ func TestTokenMaxLifetime(t *testing.T) {
 	}
 	if _, err := st.TokenByHash(ctx, old.Hash); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the ended token is still stored: %v", err)
+	}
+}
+
+// Ready stays true or says it is not: a ready machine whose refresh finds
+// a GPU gone turns degraded with an alert naming the finding; a waiver of
+// that finding makes it ready again, and it stays ready once the GPU is
+// back.
+func TestRefreshDegradesOnCriticalDrift(t *testing.T) {
+	b := &fakeBMC{inv: machine.Inventory{GPUs: make([]machine.GPU, 8)}}
+	for i := range b.inv.GPUs {
+		b.inv.GPUs[i] = machine.GPU{Vendor: "NVIDIA", Model: "H100"}
+	}
+	s, st := newFleet(t, b)
+	ctx := context.Background()
+	if _, err := s.Enroll(ctx, node("gpu-01"), "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ChangeMachine(ctx, "gpu-01", store.Change{Edit: store.Edit(func(m *machine.Machine) error { m.State = machine.StateReady; return nil })}); err != nil {
+		t.Fatal(err)
+	}
+	state := func() machine.State { m, _ := s.Get(ctx, "gpu-01"); return m.State }
+	s.refreshAll(ctx)
+	if got := state(); got != machine.StateReady {
+		t.Fatalf("with all 8 GPUs: %s; want ready", got)
+	}
+	b.inv.GPUs = b.inv.GPUs[:7]
+	s.refreshAll(ctx)
+	if got := state(); got != machine.StateDegraded {
+		t.Fatalf("with 7 of 8 GPUs: %s; want degraded", got)
+	}
+	evs, _ := s.Events(ctx, "gpu-01", 0, 0)
+	var alert, move *machine.Event
+	for i, ev := range evs {
+		switch {
+		case ev.Kind == "alert":
+			alert = &evs[i]
+		case ev.Kind == "state" && ev.To == machine.StateDegraded:
+			move = &evs[i]
+		}
+	}
+	if move == nil || alert == nil || !strings.Contains(alert.Message, "ALERT drift FIRING") || !strings.Contains(move.Message, "critical drift") {
+		t.Fatalf("events %+v; want the move to degraded and an alert naming the drift", evs)
+	}
+	res, _ := s.Inspect(ctx, "gpu-01", "t")
+	var part string
+	for _, f := range res.Findings {
+		if f.Severity == "critical" {
+			part = f.Part
+		}
+	}
+	if _, err := s.Waive(ctx, "gpu-01", DriftWaiver(part), "operator:alice", "RMA-77: GPU out for repair"); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != machine.StateReady {
+		t.Errorf("after waiving %q: %s; want ready", part, got)
+	}
+	b.inv.GPUs = append(b.inv.GPUs, machine.GPU{Vendor: "NVIDIA", Model: "H100"})
+	s.refreshAll(ctx)
+	if got := state(); got != machine.StateReady {
+		t.Errorf("with the GPU back: %s; want ready", got)
 	}
 }

@@ -9,7 +9,8 @@ var transitions = map[State][]State{
 	StateInspecting:   {StateProvisioning, StateEnrolled, StateFailed},
 	StateProvisioning: {StateVerifying, StateFailed},
 	StateVerifying:    {StateReady, StateFailed},
-	StateReady:        {StateReimaging},
+	StateReady:        {StateReimaging, StateDegraded},
+	StateDegraded:     {StateReady, StateReimaging},
 	StateFailed:       {StateReimaging, StateEnrolled},
 	StateReimaging:    {StateProvisioning, StateFailed},
 }

@@ -17,7 +17,8 @@ import (
 // State is a machine's place in the provisioning lifecycle.
 //
 //	discovered -> enrolled -> inspecting -> provisioning -> verifying -> ready
-//	                 any step -> failed;  ready|failed -> reimaging -> provisioning
+//	                 any step -> failed;  ready|failed|degraded -> reimaging -> provisioning
+//	ready -> degraded (critical drift found after ready) -> ready (gone or waived)
 type State string
 
 // The lifecycle states. The list is documented in README.md.
@@ -28,13 +29,14 @@ const (
 	StateProvisioning State = "provisioning" // BIOS applied, booting the agent, writing the image
 	StateVerifying    State = "verifying"    // acceptance checks and first boot
 	StateReady        State = "ready"        // matches its recipe; may be handed over
+	StateDegraded     State = "degraded"     // was ready; a later inventory found critical drift
 	StateFailed       State = "failed"       // a step failed; see the last event
 	StateReimaging    State = "reimaging"    // an operator asked for a reimage
 )
 
 // States lists every state in lifecycle order.
 var States = []State{StateDiscovered, StateEnrolled, StateInspecting, StateProvisioning,
-	StateVerifying, StateReady, StateFailed, StateReimaging}
+	StateVerifying, StateReady, StateDegraded, StateFailed, StateReimaging}
 
 // Valid reports whether s is a known state.
 func (s State) Valid() bool {
