@@ -137,7 +137,7 @@ func (e *Engine) bmcFindings(ctx context.Context, machineID string, j *store.Job
 	}
 	bmc, ok := e.jobSnapshot(ctx, machineID, j, "redfish")
 	if !ok {
-		return nil
+		return blockingPinsUnjudged(r)
 	}
 	out := e.reconcile(inv, bmc)
 	if e.drift != nil {
@@ -521,4 +521,21 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 	e.deleteCredentials(ctx, j.ID)
 	e.notify(j.ID)
 	return nil
+}
+
+// blockingPinsUnjudged: the job has no BMC inventory (the BMC step could
+// not read it), and the agent reads no BMC, CPLD or baseboard firmware, so
+// a blocking firmware pin (block or update) has nothing to judge it: it
+// counts as not at its pin.
+func blockingPinsUnjudged(r *recipe.Recipe) []Finding {
+	var out []Finding
+	for _, p := range r.Firmware.Pins() {
+		if p.Pin.Policy == recipe.FirmwareWarn {
+			continue
+		}
+		out = append(out, Finding{Severity: "critical", Part: "BMC: firmware " + p.Key,
+			Message: fmt.Sprintf("firmware %s is pinned at %s (policy %s) but the BMC's inventory could not be read in this job, so nothing shows it there (see the bmc.inventory event)",
+				p.Key, p.Pin.Version, p.Pin.Policy)})
+	}
+	return out
 }

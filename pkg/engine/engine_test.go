@@ -34,6 +34,7 @@ type fakeBMC struct {
 	bootTarget string
 	mode       string            // set by SetBootMode
 	inventory  machine.Inventory // Inventory's answer
+	invErr     error             // Inventory's error, when set
 	watt       int               // NodeWatts answers 5000 W plus 100 more each time
 	state      *engine.BootState // BootState's answer when set
 	uri        string            // the last boot override's URI
@@ -86,7 +87,7 @@ func (f *fakeBMC) BootState(context.Context) (engine.BootState, error) {
 func (f *fakeBMC) Inventory(context.Context) (machine.Inventory, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.inventory, nil
+	return f.inventory, f.invErr
 }
 func (f *fakeBMC) NodeWatts(context.Context) (int, error) {
 	f.mu.Lock()
@@ -1055,6 +1056,42 @@ func TestServerJudgesReportedNumbers(t *testing.T) {
 			}
 			if got != tc.verdict {
 				t.Errorf("verdict %q; want %q (checks %+v, burn-in %+v)", got, tc.verdict, st.Checks, st.BurnIn)
+			}
+		})
+	}
+}
+
+// A blocking firmware pin needs the BMC's inventory to be judged (the
+// agent reads no BMC firmware): when the BMC step could not read it, the
+// pin counts as not at its pin and the job fails naming it; a warn pin
+// does not block.
+func TestFirmwarePinWithoutBMCInventory(t *testing.T) {
+	for name, policy := range map[string]recipe.FirmwareAction{"block": recipe.FirmwareBlock, "warn": recipe.FirmwareWarn} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			h := &harness{t: t, bmc: &fakeBMC{invErr: errors.New("503 Service Unavailable")}, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+			h.reconcile = func(machine.Inventory, machine.Inventory) []engine.Finding { return nil }
+			h.recipe = testRecipe()
+			h.recipe.Firmware.BMC = recipe.Pin{Version: "1.9", Policy: policy}
+			h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second, Now: h.clock})
+			h.start(nil)
+			m := h.enroll("node1")
+			j, err := h.e.Reimage(ctx, "node1", "operator:test", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitStep(j.ID, engine.StepBoot)
+			h.e.OnTask(ctx, m.ID)
+			h.e.OnInventory(ctx, m.ID, agentInventory())
+			if policy == recipe.FirmwareWarn {
+				if j = h.waitStep(j.ID, engine.StepImage); j.State != store.JobRunning {
+					t.Errorf("a warn pin stopped the job: %s", j.Reason)
+				}
+				return
+			}
+			j = h.waitStep(j.ID, string(store.JobFailed))
+			if !strings.Contains(j.Reason, "firmware bmc is pinned at 1.9 (policy block) but the BMC's inventory could not be read") {
+				t.Errorf("reason %q", j.Reason)
 			}
 		})
 	}
