@@ -109,42 +109,52 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 		return exitError(1)
 	}
 	if *reimage {
-		// The same VM three ways, side by side: through the BMC with the
-		// recipe's kexec hand-off (one POST), with a reboot hand-off (two),
-		// and warm (the installed OS kexecs into the agent: none).
-		vm := l.State.VMs[0].Name
-		took := map[string]time.Duration{}
-		ways := []string{"kexec", "reboot", "warm"}
-		if l.State.VMs[0].Arch == lab.ArchARM64 {
-			// Debian's arm64 kernel has no kexec_file_load, which the
-			// agent's kexec and warm reimage use: the reboot hand-off only.
-			ways = []string{"reboot"}
-		}
-		for _, way := range ways {
-			fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe (%s)\n", vm, way)
-			if way == "warm" {
-				res, err = l.ReimageWarm(ctx, vm)
-			} else {
-				res, err = l.ReimageHandoff(ctx, way, vm)
-			}
-			if err != nil {
-				return err
-			}
-			if !printResults(e, res) {
-				return exitError(1)
-			}
-			took[way] = res[0].Status.Restore()
-		}
-		ref := max(took["reboot"].Seconds(), 1)
-		if len(ways) == 3 {
-			fmt.Fprintf(e.stdout, "lab: time to restore %s: reboot %s (1.00), kexec %s (%.2f), warm %s (%.2f); on a GPU server each POST avoided is 5-15 minutes\n",
-				vm, took["reboot"].Round(time.Second), took["kexec"].Round(time.Second), took["kexec"].Seconds()/ref,
-				took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
+		if err := compareReimages(ctx, e, l); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
 	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --ca %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.APIURL, l.State.CA, l.State.Token)
 	fmt.Fprintf(e.stdout, "  %s lab down --dir %s\n", self, *dir)
+	return nil
+}
+
+// compareReimages reimages the lab's first VM three ways, side by side:
+// through the BMC with the recipe's kexec hand-off (one POST), with a
+// reboot hand-off (two), and warm (the installed OS kexecs into the agent:
+// none), and prints the times to restore.
+func compareReimages(ctx context.Context, e *env, l *lab.Lab) error {
+	vm := l.State.VMs[0].Name
+	took := map[string]time.Duration{}
+	ways := []string{"kexec", "reboot", "warm"}
+	if l.State.VMs[0].Arch == lab.ArchARM64 {
+		// Debian's arm64 kernel has no kexec_file_load, which the agent's
+		// kexec and warm reimage use: the reboot hand-off only.
+		ways = []string{"reboot"}
+	}
+	for _, way := range ways {
+		fmt.Fprintf(e.stdout, "lab: reimaging %s from its recipe (%s)\n", vm, way)
+		var res []lab.Result
+		var err error
+		if way == "warm" {
+			res, err = l.ReimageWarm(ctx, vm)
+		} else {
+			res, err = l.ReimageHandoff(ctx, way, vm)
+		}
+		if err != nil {
+			return err
+		}
+		if !printResults(e, res) {
+			return exitError(1)
+		}
+		took[way] = res[0].Status.Restore()
+	}
+	if len(ways) == 3 {
+		ref := max(took["reboot"].Seconds(), 1)
+		fmt.Fprintf(e.stdout, "lab: time to restore %s: reboot %s (1.00), kexec %s (%.2f), warm %s (%.2f); on a GPU server each POST avoided is 5-15 minutes\n",
+			vm, took["reboot"].Round(time.Second), took["kexec"].Round(time.Second), took["kexec"].Seconds()/ref,
+			took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
+	}
 	return nil
 }
 
