@@ -191,7 +191,7 @@ func TestDecide(t *testing.T) {
 	want := map[machine.State]Action{
 		machine.StateDiscovered: ActionDiscovery, machine.StateEnrolled: ActionLocal,
 		machine.StateInspecting: ActionAgent, machine.StateProvisioning: ActionAgent,
-		machine.StateVerifying: ActionLocal, machine.StateReady: ActionLocal,
+		machine.StateVerifying: ActionLocal, machine.StateReady: ActionLocal, machine.StateDegraded: ActionLocal,
 		machine.StateFailed: ActionLocal, machine.StateReimaging: ActionAgent,
 	}
 	for _, s := range machine.States {
