@@ -188,7 +188,9 @@ func buildGrid(ms []machine.Machine, facts map[string]machineFacts, view string)
 	var out []rackGrid
 	for _, name := range slices.Sorted(mapKeys(byRack)) {
 		rms := byRack[name]
-		slices.SortFunc(rms, func(a, b machine.Machine) int { return cmp.Or(cmp.Compare(a.Index, b.Index), strings.Compare(a.Name, b.Name)) })
+		slices.SortFunc(rms, func(a, b machine.Machine) int {
+			return cmp.Or(cmp.Compare(a.Index, b.Index), strings.Compare(a.Name, b.Name))
+		})
 		g := rackGrid{Name: name}
 		worst := map[string]int{}
 		for _, m := range rms {

@@ -218,7 +218,7 @@ type jobsView struct {
 
 type jobRow struct {
 	ID, URL, Kind, State, Step, Reason, Machines string
-	Created, Updated                           time.Time
+	Created, Updated                             time.Time
 }
 
 func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request, sess *session) error {
