@@ -10,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,9 +52,10 @@ type labOptions struct {
 	machines  int           // default 20
 	bmcs      int           // virtual BMCs, the first machines of each rack in turn
 	telemetry time.Duration // 0: no polling
-	// reimage names the machine whose agent writes its image in many
-	// steps, slowly enough for a browser to watch.
-	reimage string
+	// slow names the machines whose agent writes its image in 30 steps
+	// 250 ms apart, slowly enough for a browser to watch; they stay ready
+	// when seeded.
+	slow []string
 }
 
 const racksPer = 50
@@ -100,7 +102,7 @@ func newLab(t *testing.T, o labOptions) *lab {
 		cancel()
 		select {
 		case err := <-done:
-			if err != nil {
+			if err != nil && !t.Failed() {
 				t.Errorf("serve: %v", err)
 			}
 		case <-time.After(20 * time.Second):
@@ -118,6 +120,7 @@ func newLab(t *testing.T, o labOptions) *lab {
 	case a := <-ready:
 		l.url = a.APIURL
 	case err := <-done:
+		done <- err // for the cleanup
 		t.Fatalf("serve: %v", err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve bound nothing within 30 s")
@@ -154,6 +157,7 @@ func (l *lab) seed(o labOptions, cred string) {
 		}
 		if l.bmcs != nil && bmcIdx < len(l.bmcs.URLs) && i%racksPer < perRack {
 			m.BMC = machine.BMC{Endpoint: l.bmcs.URLs[bmcIdx], CredentialRef: "file:" + cred}
+			m.Recipe = "gpu-h100-lab"
 			l.withBMC[name] = l.bmcs.BMCs[bmcIdx]
 			bmcIdx++
 		}
@@ -162,7 +166,7 @@ func (l *lab) seed(o labOptions, cred string) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := seedMachine(ctx, fl, m, i, name == o.reimage); err != nil {
+			if err := seedMachine(ctx, fl, m, i, slices.Contains(o.slow, name)); err != nil {
 				errs <- err
 			}
 		}()
@@ -280,14 +284,20 @@ func (l *lab) seedReadings(tel *telemetry.Service) {
 	}
 }
 
-// startSim runs the simulated agent: the reimage machine writes its image
+// startSim runs the simulated agent: the slow machines write their image
 // in 30 steps 250 ms apart; the others in one.
 func (l *lab) startSim(o labOptions) {
 	sim := agentsim.New(agentsim.Config{URL: l.url, Client: l.client(nil), Jobs: l.p.Engine, Machines: l.p.Fleet, Boot: l.p.API,
 		Node: func(id string) (*agentsim.Node, bool) {
 			n := &agentsim.Node{Inventory: func(api.Task) machine.Inventory { return inventoryOf(0) }}
-			if m, err := l.p.Fleet.Get(l.ctx, id); err == nil && m.Name == o.reimage {
-				n.Image = func(api.Task) []api.Progress { return agentsim.ImageProgress(8<<30, 30) }
+			if m, err := l.p.Fleet.Get(l.ctx, id); err == nil && slices.Contains(o.slow, m.Name) {
+				n.Image = func(api.Task) []api.Progress {
+					ps := agentsim.ImageProgress(8<<30, 30)
+					for i := range ps {
+						ps[i].RateBps = float64(8<<30) / 30 / 0.25
+					}
+					return ps
+				}
 				n.Delay = 250 * time.Millisecond
 			}
 			return n, true
@@ -331,9 +341,10 @@ func writeRecipes(t *testing.T, storeDir string) string {
 	}
 	osb := fmt.Sprintf(osBlock, sha("image"), sha("kernel"), sha("initrd"))
 	files := map[string]string{
-		"gpu-h100.yaml": gpuRecipe + osb,
-		"cpu-std.yaml":  cpuRecipe + osb,
-		"racks.yaml":    racksYAML(10),
+		"gpu-h100.yaml":     gpuRecipe + osb,
+		"gpu-h100-lab.yaml": labRecipe() + osb,
+		"cpu-std.yaml":      cpuRecipe + osb,
+		"racks.yaml":        racksYAML(10),
 	}
 	for name, body := range files {
 		if err := writeFile(filepath.Join(dir, name), body); err != nil {
@@ -377,6 +388,15 @@ alerts:
 timeouts:
   retries: 1
 `
+
+// labRecipe is gpu-h100 for the machines behind the virtual BMCs, whose
+// Redfish tree (the DMTF rackmount mockup) lists no GPUs and 400 W of
+// power supplies: its GPU pin only warns, and it names no load watts.
+func labRecipe() string {
+	r := strings.Replace(gpuRecipe, "name: gpu-h100\n", "name: gpu-h100-lab\n", 1)
+	r = strings.Replace(r, "    version: 96.00.74.00.01\n    policy: block\n", "    version: 96.00.74.00.01\n    policy: warn\n", 1)
+	return strings.Replace(r, "power:\n  idle_watts: 1500\n  load_watts: 6000\n", "", 1)
+}
 
 const cpuRecipe = `name: cpu-std
 version: "1"

@@ -32,11 +32,11 @@ type Browser struct {
 
 // Options start a Browser.
 type Options struct {
-	// TrustCA is a PEM file whose certificates' public keys Chromium
-	// accepts as the root of a chain it cannot verify otherwise
+	// TrustCAs are PEM files whose certificates' public keys Chromium
+	// accepts in a chain it cannot verify otherwise
 	// (--ignore-certificate-errors-spki-list): ingot's CA, and nothing
 	// else.
-	TrustCA string
+	TrustCAs []string
 	// Args are more command-line flags.
 	Args []string
 }
@@ -84,12 +84,16 @@ func Start(t testing.TB, o Options) *Browser {
 	if os.Geteuid() == 0 {
 		args = append(args, "--no-sandbox") // Chromium's sandbox refuses to run as root
 	}
-	if o.TrustCA != "" {
-		hs, err := SPKIHashes(o.TrustCA)
+	var spki []string
+	for _, f := range o.TrustCAs {
+		hs, err := SPKIHashes(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(hs, ","))
+		spki = append(spki, hs...)
+	}
+	if len(spki) > 0 {
+		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(spki, ","))
 	}
 	args = append(append(args, o.Args...), "about:blank")
 	b := &Browser{log: &lockedBuffer{}}
@@ -150,10 +154,20 @@ func (b *Browser) NewPage(ctx context.Context) (*Page, error) {
 	if err := b.c.call(ctx, "", "Target.createBrowserContext", map[string]any{"disposeOnDetach": true}, &bc); err != nil {
 		return nil, err
 	}
+	return b.newTab(ctx, bc.BrowserContextID)
+}
+
+// Sibling opens another tab in p's browser context: the same cookies, the
+// same user.
+func (b *Browser) Sibling(ctx context.Context, p *Page) (*Page, error) {
+	return b.newTab(ctx, p.browserContext)
+}
+
+func (b *Browser) newTab(ctx context.Context, browserContext string) (*Page, error) {
 	var tg struct {
 		TargetID string `json:"targetId"`
 	}
-	if err := b.c.call(ctx, "", "Target.createTarget", map[string]any{"url": "about:blank", "browserContextId": bc.BrowserContextID}, &tg); err != nil {
+	if err := b.c.call(ctx, "", "Target.createTarget", map[string]any{"url": "about:blank", "browserContextId": browserContext}, &tg); err != nil {
 		return nil, err
 	}
 	var at struct {
@@ -162,7 +176,7 @@ func (b *Browser) NewPage(ctx context.Context) (*Page, error) {
 	if err := b.c.call(ctx, "", "Target.attachToTarget", map[string]any{"targetId": tg.TargetID, "flatten": true}, &at); err != nil {
 		return nil, err
 	}
-	p := &Page{c: b.c, session: at.SessionID, target: tg.TargetID}
+	p := &Page{c: b.c, session: at.SessionID, target: tg.TargetID, browserContext: browserContext}
 	p.stopLog = b.c.listen(p.collect)
 	for _, m := range []string{"Page.enable", "Runtime.enable", "Log.enable", "Network.enable"} {
 		if err := b.c.call(ctx, p.session, m, nil, nil); err != nil {

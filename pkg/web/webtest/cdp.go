@@ -34,7 +34,9 @@ type cdpError struct {
 	Data    string `json:"data,omitempty"`
 }
 
-func (e *cdpError) Error() string { return fmt.Sprintf("CDP error %d: %s %s", e.Code, e.Message, e.Data) }
+func (e *cdpError) Error() string {
+	return fmt.Sprintf("CDP error %d: %s %s", e.Code, e.Message, e.Data)
+}
 
 // event is one CDP event as a listener gets it.
 type event struct {

@@ -17,6 +17,8 @@ type Page struct {
 	session string
 	target  string
 	stopLog func()
+	// browserContext holds the tab's cookies (Browser.Sibling shares it).
+	browserContext string
 
 	mu       sync.Mutex
 	problems []string // console errors, exceptions, CSP refusals
@@ -276,6 +278,19 @@ func (p *Page) Has(ctx context.Context, texts ...string) error {
 	for _, t := range texts {
 		if !strings.Contains(body, t) {
 			return fmt.Errorf("the page does not say %q", t)
+		}
+	}
+	return nil
+}
+
+// Press sends one key press (a key name such as "Tab" or "Enter") to the
+// focused element.
+func (p *Page) Press(ctx context.Context, key string) error {
+	codes := map[string]int{"Tab": 9, "Enter": 13}
+	for _, typ := range []string{"keyDown", "keyUp"} {
+		if err := p.Call(ctx, "Input.dispatchKeyEvent", map[string]any{"type": typ, "key": key, "code": key,
+			"windowsVirtualKeyCode": codes[key]}, nil); err != nil {
+			return err
 		}
 	}
 	return nil
