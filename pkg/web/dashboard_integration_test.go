@@ -321,7 +321,7 @@ func cancelSteps(t *testing.T, b *webtest.Browser, u *ui, l *lab) {
 	u.submit("form button[type=submit]")
 	u.open("/ui/machines/r02-n01")
 	u.fill("#cancel-reason", "wrong machine")
-	u.submit("#job form.inline button")
+	u.submit("section[aria-labelledby=job] form.inline button")
 	u.waitFor(`document.querySelector(".title .state").innerText === "cancelled"`, 10*time.Second)
 	if r := u.text("#job-reason"); !strings.Contains(r, "cancelled by operator:alice: wrong machine") {
 		t.Errorf("the cancelled job's reason %q does not name operator:alice", r)
