@@ -288,7 +288,9 @@ func reimageSteps(t *testing.T, u *ui, l *lab) {
 	u.shot("machine-after-reimage", true)
 	m, _ := l.p.Fleet.Get(u.ctx, "r01-n01")
 	evs, _ := l.p.Fleet.Events(u.ctx, m.ID, 0, 0)
-	if !slices.ContainsFunc(evs, func(e machine.Event) bool { return strings.Contains(e.Message, "reimage requested by operator:alice: dashboard test") }) {
+	if !slices.ContainsFunc(evs, func(e machine.Event) bool {
+		return strings.Contains(e.Message, "reimage requested by operator:alice: dashboard test")
+	}) {
 		t.Errorf("no event names operator:alice as who asked for the reimage: %+v", evs)
 	}
 	u.submit("#reimages tbody tr a")
