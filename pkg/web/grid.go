@@ -40,8 +40,8 @@ type gpuFact struct {
 // recentReading is how old a reading may be for the grid to show it.
 const recentReading = 15 * time.Minute
 
-// gatherFacts reads, per machine, its latest inventory and what telemetry
-// knows, and judges its firmware against its recipe's pins.
+// gatherFacts reads, per machine, its latest inventory (through the
+// facts cache) and what telemetry knows.
 func (s *Server) gatherFacts(ctx context.Context, ms []machine.Machine) map[string]machineFacts {
 	rc := &recipeCache{get: s.cfg.Recipes, m: map[string]*recipe.Recipe{}}
 	samples, alerts := s.telemetryByMachine()
@@ -57,13 +57,9 @@ func (s *Server) gatherFacts(ctx context.Context, ms []machine.Machine) map[stri
 				f.expected += g.Count
 			}
 		}
-		if snap, err := s.cfg.Fleet.Inventory(ctx, m.ID, 0); err == nil {
-			inv := snap.Inventory
-			f.serial = inv.System.Serial
-			f.gpus = gpuFacts(inv.GPUs, samples[m.ID].GPUsUnhealthy)
-			if r != nil {
-				f.drift, f.driftNote = driftOf(firmware.MakePlan(nil, inv, r.Firmware))
-			}
+		if inv, ok := s.facts.get(ctx, s.cfg.Fleet, m, r, now); ok {
+			f.serial, f.drift, f.driftNote = inv.serial, inv.drift, inv.driftNote
+			f.gpus = gpuFacts(inv.gpus, samples[m.ID].GPUsUnhealthy)
 		}
 		if smp, ok := samples[m.ID]; ok && now.Sub(smp.Time) < recentReading && smp.Up {
 			f.sampled, f.watts, f.inletC = true, smp.Watts, smp.InletC

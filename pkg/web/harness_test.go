@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -35,7 +36,7 @@ import (
 // readings; an operator and a read-only token; and the simulated agent
 // (pkg/agent/agentsim) playing every machine that network-boots.
 type lab struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	p        *serve.Parts
 	url      string // https://127.0.0.1:PORT
@@ -56,13 +57,17 @@ type labOptions struct {
 	// 250 ms apart, slowly enough for a browser to watch; they stay ready
 	// when seeded.
 	slow []string
+	// slowSteps and slowDelay change the slow machines' 30 steps and
+	// 250 ms.
+	slowSteps int
+	slowDelay time.Duration
 }
 
 const racksPer = 50
 
 func machineName(i int) string { return fmt.Sprintf("r%02d-n%02d", i/racksPer+1, i%racksPer+1) }
 
-func newLab(t *testing.T, o labOptions) *lab {
+func newLab(t testing.TB, o labOptions) *lab {
 	t.Helper()
 	if o.machines == 0 {
 		o.machines = 20
@@ -291,14 +296,15 @@ func (l *lab) startSim(o labOptions) {
 		Node: func(id string) (*agentsim.Node, bool) {
 			n := &agentsim.Node{Inventory: func(api.Task) machine.Inventory { return inventoryOf(0) }}
 			if m, err := l.p.Fleet.Get(l.ctx, id); err == nil && slices.Contains(o.slow, m.Name) {
+				steps, delay := cmp.Or(o.slowSteps, 30), cmp.Or(o.slowDelay, 250*time.Millisecond)
 				n.Image = func(api.Task) []api.Progress {
-					ps := agentsim.ImageProgress(8<<30, 30)
+					ps := agentsim.ImageProgress(8<<30, steps)
 					for i := range ps {
-						ps[i].RateBps = float64(8<<30) / 30 / 0.25
+						ps[i].RateBps = float64(8<<30) / float64(steps) / delay.Seconds()
 					}
 					return ps
 				}
-				n.Delay = 250 * time.Millisecond
+				n.Delay = delay
 			}
 			return n, true
 		}})
@@ -325,7 +331,7 @@ func newJar() http.CookieJar {
 
 // writeRecipes writes the lab's recipes and racks.yaml, their image and
 // agent pinned to small files in the content store at storeDir.
-func writeRecipes(t *testing.T, storeDir string) string {
+func writeRecipes(t testing.TB, storeDir string) string {
 	t.Helper()
 	dir := t.TempDir()
 	arts, err := artifact.Open(storeDir)
@@ -438,7 +444,7 @@ func racksYAML(n int) string {
 func writeFile(path, body string) error { return os.WriteFile(path, []byte(body), 0o644) }
 
 // mockup is a Redfish mockup of the repository's testdata.
-func mockup(t *testing.T, name string) string {
+func mockup(t testing.TB, name string) string {
 	dir, _ := os.Getwd()
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {

@@ -62,6 +62,7 @@ type Server struct {
 	sessions *sessions
 	pages    *pages
 	assets   *assets
+	facts    *factsCache
 	stopping chan struct{} // closed by Run when the server stops
 	stopOnce sync.Once
 }
@@ -93,7 +94,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.Now, cfg.SessionTTL, cfg.SessionIdle),
-		pages: ps, assets: as, stopping: make(chan struct{})}, nil
+		pages: ps, assets: as, facts: newFactsCache(), stopping: make(chan struct{})}, nil
 }
 
 func orDuration(d, def time.Duration) time.Duration {
