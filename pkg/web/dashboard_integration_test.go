@@ -199,6 +199,9 @@ func overviewSteps(t *testing.T, u *ui) {
 		t.Errorf("%d rack charts, want 10", n)
 	}
 	u.has("kWh a day", "per GPU-hour", "Nodes by cost a day", "Inefficient nodes")
+	if u.count("#inefficient li") != 1 {
+		t.Errorf("inefficient nodes: %q, want the one seeded 40%% above its class", u.text("#inefficient"))
+	}
 	u.shot("power", true)
 	u.submit("#node-list tbody tr a")
 	if u.count("#node + figure svg.chart, section[aria-labelledby=node] svg.chart") == 0 {

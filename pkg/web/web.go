@@ -157,6 +157,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Prefix, http.StatusSeeOther)
 	})
+	// Browsers ask for it on pages that are not the dashboard's (an API
+	// answer, a refusal): no icon, and no 404 in their consoles.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 }
 
 // Handler returns a mux with only the dashboard (tests).

@@ -200,14 +200,7 @@ func TestRevokedTokenEndsSession(t *testing.T) {
 	if resp, _ := b.get("/ui/"); resp.StatusCode != 200 {
 		t.Fatalf("fleet page: %d", resp.StatusCode)
 	}
-	toks, _ := l.p.Fleet.Tokens(context.Background())
-	for _, tk := range toks {
-		if tk.Name == "alice" {
-			if err := l.p.Fleet.RevokeToken(context.Background(), tk.ID, "operator:test"); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	revokeAll(t, l, "alice")
 	resp, _ := b.get("/ui/")
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "why=revoked") {
 		t.Fatalf("after the token was revoked: %d %s, want 303 to the login page saying why", resp.StatusCode, resp.Header.Get("Location"))
