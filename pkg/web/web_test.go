@@ -3,9 +3,11 @@ package web_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/web"
 )
 
@@ -254,5 +257,44 @@ func TestSessionExpires(t *testing.T) {
 	clk.Add(11 * time.Minute)
 	if resp, _ := b.get("/ui/jobs"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "why=expired") {
 		t.Fatalf("idle past SessionIdle: %d %s, want 303 to the login page saying it expired", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
+// With --api-addr ” (the API in plain HTTP on the boot listener) serve
+// mounts no dashboard, and says so when it starts.
+func TestNoDashboardInPlainMode(t *testing.T) {
+	data := t.TempDir()
+	cfg := serve.Defaults()
+	cfg.Data, cfg.DB, cfg.Recipes, cfg.SecretKeyFile = data, filepath.Join(data, "ingot.db"), writeRecipes(t, filepath.Join(data, "artifacts")), filepath.Join(data, "secrets.key")
+	cfg.DHCP, cfg.TFTP, cfg.HTTPAddr, cfg.APIAddr, cfg.TelemetryInterval = "off", false, "127.0.0.1:0", "", 0
+	log := &syncBuffer{}
+	ready := make(chan serve.Addrs, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := serve.Build(ctx, cfg, serve.Options{Logger: slog.New(slog.NewTextHandler(log, nil)), Ready: func(a serve.Addrs) { ready <- a }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	defer func() { cancel(); <-done }()
+	var a serve.Addrs
+	select {
+	case a = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/ui/", "/ui/login"} {
+		resp, err := http.Get("http://" + a.HTTP.String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("plain HTTP GET %s: %d, want 404 (no dashboard without TLS)", path, resp.StatusCode)
+		}
+	}
+	if !strings.Contains(log.String(), "no dashboard is served") {
+		t.Errorf("serve did not say the dashboard is off:\n%s", log)
 	}
 }
