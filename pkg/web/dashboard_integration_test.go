@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -510,17 +509,7 @@ func phoneDarkSteps(t *testing.T, u *ui) {
 // expiringDashboard is a second dashboard over the lab's core, on its own
 // TLS server, whose clock the test moves.
 func expiringDashboard(t *testing.T, l *lab, clk *fakeClock) *httptest.Server {
-	cat, err := catalog.New(catalog.Config{Dir: l.recipes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := web.New(web.Config{Fleet: l.p.Fleet, Engine: l.p.Engine, Recipes: cat.Get, RecipeNames: cat.Names, Now: clk.Now,
-		SessionTTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewTLSServer(srv.Handler())
-	t.Cleanup(ts.Close)
+	ts, _ := ownDashboard(t, l, web.Config{Now: clk.Now, SessionTTL: time.Hour})
 	return ts
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
+	"github.com/ingot-dev/ingot/pkg/web/webtest"
 )
 
 // lab is a real `ingot serve` built in-process (serve.Build, then the
@@ -46,7 +47,7 @@ type lab struct {
 	recipes  string
 	machines []string // names, in enrolment order
 	withBMC  map[string]*vbmc.BMC
-	log      *syncBuffer
+	log      *webtest.Buffer
 }
 
 type labOptions struct {
@@ -74,7 +75,7 @@ func newLab(t testing.TB, o labOptions) *lab {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	data, credDir := t.TempDir(), t.TempDir()
-	l := &lab{t: t, ctx: ctx, ca: filepath.Join(data, "tls", "ca.pem"), withBMC: map[string]*vbmc.BMC{}, log: &syncBuffer{}}
+	l := &lab{t: t, ctx: ctx, ca: filepath.Join(data, "tls", "ca.pem"), withBMC: map[string]*vbmc.BMC{}, log: &webtest.Buffer{}}
 	l.recipes = writeRecipes(t, filepath.Join(data, "artifacts"))
 	cred := filepath.Join(credDir, "bmc.cred")
 	if err := os.WriteFile(cred, []byte("username=admin\npassword=pw\n"), 0o600); err != nil {
@@ -458,22 +459,4 @@ func mockup(t testing.TB, name string) string {
 		}
 		dir = filepath.Dir(dir)
 	}
-}
-
-// syncBuffer collects serve's log for a failing test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

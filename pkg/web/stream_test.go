@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/catalog"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/web"
 )
@@ -20,21 +18,8 @@ import (
 // stops).
 func TestStreamEndsWhenTheTokenIsRevoked(t *testing.T) {
 	l := newLab(t, labOptions{machines: 3, bmcs: 1, slow: []string{"r01-n01"}, slowSteps: 200, slowDelay: 100 * time.Millisecond})
-	cat, err := catalog.New(catalog.Config{Dir: l.recipes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := web.New(web.Config{Fleet: l.p.Fleet, Engine: l.p.Engine, Recipes: cat.Get, RecipeNames: cat.Names,
-		Heartbeat: 200 * time.Millisecond, Poll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewTLSServer(srv.Handler())
-	defer ts.Close()
-	c := ts.Client()
-	c.Jar = newJar()
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	b := &browserish{t: t, c: c, base: ts.URL}
+	ts, b := ownDashboard(t, l, web.Config{Heartbeat: 200 * time.Millisecond, Poll: 50 * time.Millisecond})
+	c := b.c
 	ctx := context.Background()
 	m, _ := l.p.Fleet.Get(ctx, "r01-n01")
 	j, err := l.p.Engine.ReimageWith(ctx, m.ID, "operator:test", "stream test", engine.ReimageOptions{})

@@ -19,6 +19,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/web"
+	"github.com/ingot-dev/ingot/pkg/web/webtest"
 )
 
 // browserish is a Go HTTP client that keeps cookies like a browser: what
@@ -226,22 +227,8 @@ func (c *fakeClock) Add(d time.Duration) {
 // any case (the dashboard's clock, moved by hand).
 func TestSessionExpires(t *testing.T) {
 	l := newLab(t, labOptions{machines: 5})
-	cat, err := catalog.New(catalog.Config{Dir: l.recipes})
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := &fakeClock{t: time.Now()}
-	srv, err := web.New(web.Config{Fleet: l.p.Fleet, Engine: l.p.Engine, Recipes: cat.Get, RecipeNames: cat.Names, Now: clk.Now,
-		SessionIdle: 10 * time.Minute, SessionTTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewTLSServer(srv.Handler())
-	defer ts.Close()
-	c := ts.Client()
-	c.Jar = newJar()
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	b := &browserish{t: t, c: c, base: ts.URL}
+	_, b := ownDashboard(t, l, web.Config{Now: clk.Now, SessionIdle: 10 * time.Minute, SessionTTL: time.Hour})
 	b.login(l.op)
 	for range 6 { // used every 9 minutes for 54: alive past the idle limit, until the TTL
 		clk.Add(9 * time.Minute)
@@ -267,7 +254,7 @@ func TestNoDashboardInPlainMode(t *testing.T) {
 	cfg := serve.Defaults()
 	cfg.Data, cfg.DB, cfg.Recipes, cfg.SecretKeyFile = data, filepath.Join(data, "ingot.db"), writeRecipes(t, filepath.Join(data, "artifacts")), filepath.Join(data, "secrets.key")
 	cfg.DHCP, cfg.TFTP, cfg.HTTPAddr, cfg.APIAddr, cfg.TelemetryInterval = "off", false, "127.0.0.1:0", "", 0
-	log := &syncBuffer{}
+	log := &webtest.Buffer{}
 	ready := make(chan serve.Addrs, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := serve.Build(ctx, cfg, serve.Options{Logger: slog.New(slog.NewTextHandler(log, nil)), Ready: func(a serve.Addrs) { ready <- a }})
@@ -297,4 +284,26 @@ func TestNoDashboardInPlainMode(t *testing.T) {
 	if !strings.Contains(log.String(), "no dashboard is served") {
 		t.Errorf("serve did not say the dashboard is off:\n%s", log)
 	}
+}
+
+// ownDashboard serves a dashboard of its own over the lab's core (its
+// fleet, engine and recipes) with cfg's other settings, on a TLS test
+// server, and returns it with a client of it.
+func ownDashboard(t *testing.T, l *lab, cfg web.Config) (*httptest.Server, *browserish) {
+	t.Helper()
+	cat, err := catalog.New(catalog.Config{Dir: l.recipes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Fleet, cfg.Engine, cfg.Recipes, cfg.RecipeNames = l.p.Fleet, l.p.Engine, cat.Get, cat.Names
+	srv, err := web.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewTLSServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	c := ts.Client()
+	c.Jar = newJar()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return ts, &browserish{t: t, c: c, base: ts.URL}
 }

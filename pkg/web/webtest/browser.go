@@ -27,7 +27,7 @@ const Program = "chromium"
 type Browser struct {
 	c   *conn
 	cmd *exec.Cmd
-	log *lockedBuffer
+	log *Buffer
 }
 
 // Options start a Browser.
@@ -96,7 +96,7 @@ func Start(t testing.TB, o Options) *Browser {
 		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(spki, ","))
 	}
 	args = append(append(args, o.Args...), "about:blank")
-	b := &Browser{log: &lockedBuffer{}}
+	b := &Browser{log: &Buffer{}}
 	b.cmd = exec.Command(Program, args...)
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {
@@ -186,18 +186,20 @@ func (b *Browser) newTab(ctx context.Context, browserContext string) (*Page, err
 	return p, nil
 }
 
-type lockedBuffer struct {
+// Buffer collects a process's output for a failing test: safe for
+// concurrent writes.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
