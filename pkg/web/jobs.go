@@ -3,7 +3,6 @@ package web
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"math"
@@ -297,15 +296,13 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request, sess *session) 
 		if wj.Reimage.Recipe != "" {
 			cur, _ = s.cfg.Recipes(wj.Reimage.Recipe)
 		}
-		v.Checks = checksOf(wj, s.jobRecipe(wj, cur))
+		v.Checks = checksOf(wj, s.jobRecipe(r.Context(), wj, cur))
 	}
 	if wj.Rollout != nil {
 		v.Rollout = s.rolloutOf(r.Context(), wj, names)
 	}
 	return s.render(w, r, http.StatusOK, "job", sess, "Job "+j.ID, v)
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // stateTime is how long a machine spent in one state.
 type stateTime struct {

@@ -3,6 +3,7 @@ package web
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"html/template"
 	"net/http"
 	"slices"
@@ -117,7 +118,7 @@ func (s *Server) machineJobs(ctx context.Context, m *machine.Machine, v *machine
 			v.Running = jobViewOf(j)
 		}
 		if v.Checks == nil && j.Reimage != nil && len(j.Reimage.Checks)+len(j.Reimage.BurnIn) > 0 {
-			v.Checks = checksOf(j, s.jobRecipe(j, v.Recipe))
+			v.Checks = checksOf(j, s.jobRecipe(ctx, j, v.Recipe))
 		}
 	}
 	v.Reimages = reimageRows(mine, 20)
@@ -125,8 +126,8 @@ func (s *Server) machineJobs(ctx context.Context, m *machine.Machine, v *machine
 }
 
 // jobRecipe is the recipe a job ran: its pinned copy, else the current one.
-func (s *Server) jobRecipe(j *wire.Job, current *recipe.Recipe) *recipe.Recipe {
-	full, err := s.cfg.Engine.Job(context.Background(), j.ID)
+func (s *Server) jobRecipe(ctx context.Context, j *wire.Job, current *recipe.Recipe) *recipe.Recipe {
+	full, err := s.cfg.Engine.Job(ctx, j.ID)
 	if err != nil {
 		return current
 	}
@@ -135,7 +136,7 @@ func (s *Server) jobRecipe(j *wire.Job, current *recipe.Recipe) *recipe.Recipe {
 		return current
 	}
 	var r recipe.Recipe
-	if err := jsonUnmarshal(sp.Pinned, &r); err != nil {
+	if err := json.Unmarshal(sp.Pinned, &r); err != nil {
 		return current
 	}
 	return &r

@@ -19,6 +19,9 @@
     var bar = el.querySelector("progress");
     var text = el.querySelector('[data-field="text"]');
     var phases = el.querySelector('[data-field="phases"]');
+    es.addEventListener("open", function () { // counted: a stream that holds opens once
+      el.setAttribute("data-opens", String(Number(el.getAttribute("data-opens") || 0) + 1));
+    });
     es.addEventListener("progress", function (e) {
       var p = JSON.parse(e.data);
       if (bar) { bar.max = p.total > 0 ? p.total : 1; bar.value = p.bytes; bar.textContent = p.percent + "%"; }
