@@ -137,7 +137,7 @@ func checksOf(j *wire.Job, r *recipe.Recipe) *checksView {
 			spec, _ := recipe.LookupCheck(c.Name)
 			row := checkRow{Name: c.Name, Stage: stage, Verdict: verdictOf(c), Detail: c.Detail, Metrics: metricsText(c.Metrics)}
 			if c.Value != 0 || c.OK {
-				row.Value = quantityText(c.Value, spec.Unit)
+				row.Value = quantityText(canonical(c.Name, c.Value), spec.Unit)
 			}
 			row.Gate = gateText(gates[c.Name], spec.Unit)
 			v.Rows = append(v.Rows, row)
@@ -160,6 +160,19 @@ func verdictOf(c wire.CheckResult) string {
 		return "failed"
 	}
 	return "passed"
+}
+
+// canonical brings an agent check's value to its threshold's unit: the
+// agent API reports memory-size in MiB and nic-link in Mbps
+// (pkg/agent/checks), thresholds are bytes and bits per second.
+func canonical(check string, v float64) float64 {
+	switch check {
+	case "memory-size":
+		return v * (1 << 20)
+	case "nic-link":
+		return v * 1e6
+	}
+	return v
 }
 
 func gateText(c recipe.Check, u recipe.Unit) string {

@@ -129,3 +129,19 @@ func TestLineChart(t *testing.T) {
 		t.Errorf("the title is not escaped:\n%s", svg)
 	}
 }
+
+// A check's measured value is shown in its gate's unit: the agent's MiB
+// and Mbps become bytes and bits per second.
+func TestChecksInTheirUnits(t *testing.T) {
+	j := &wire.Job{ID: "j-1", Reimage: &wire.ReimageStatus{Checks: []wire.CheckResult{
+		{Name: "memory-size", OK: true, Value: 1024}, {Name: "nic-link", OK: false, Value: 25000}, {Name: "gpu-count", Skipped: true}}}}
+	v := checksOf(j, nil)
+	got := map[string][2]string{}
+	for _, r := range v.Rows {
+		got[r.Name] = [2]string{r.Value, r.Verdict}
+	}
+	want := map[string][2]string{"memory-size": {"1 GiB", "passed"}, "nic-link": {"25 Gbps", "failed"}, "gpu-count": {"", "could-not-run"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("checks (-want +got):\n%s", d)
+	}
+}
