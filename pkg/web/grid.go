@@ -46,10 +46,15 @@ func (s *Server) gatherFacts(ctx context.Context, ms []machine.Machine) map[stri
 	rc := &recipeCache{get: s.cfg.Recipes, m: map[string]*recipe.Recipe{}}
 	samples, alerts := s.telemetryByMachine()
 	now := s.cfg.Now()
+	recipes := make([]*recipe.Recipe, len(ms))
+	for i, m := range ms {
+		recipes[i] = rc.of(m.Recipe)
+	}
+	s.facts.warm(ctx, s.cfg.Fleet, ms, recipes, now)
 	out := make(map[string]machineFacts, len(ms))
-	for _, m := range ms {
+	for i, m := range ms {
 		f := machineFacts{drift: "none", driftNote: "no inventory yet"}
-		r := rc.of(m.Recipe)
+		r := recipes[i]
 		lim := telemetry.LimitsOf(r)
 		f.loadWatts, f.inletMax = lim.LoadWatts, lim.InletMaxC
 		if r != nil {
