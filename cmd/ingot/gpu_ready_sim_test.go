@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/agent/checks"
+	"github.com/ingot-dev/ingot/pkg/agent/agentsim"
 	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/burnin"
@@ -147,8 +143,6 @@ type hgxNode struct {
 	url  string // the BMC's
 
 	mu    sync.Mutex
-	task  api.Task
-	token string   // the agent credential
 	calls []string // programs the burn-in ran
 	log   []string
 	codes map[string]int // first-boot attempts without the secret: how -> HTTP status
@@ -181,8 +175,7 @@ type hgxLab struct {
 	cred    string // BMC credential file
 	nodes   map[string]*hgxNode
 
-	mu     sync.Mutex
-	played map[string]bool // job/attempt/step already played
+	sim *agentsim.Sim
 }
 
 func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
@@ -204,8 +197,16 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	if err := os.WriteFile(cred, []byte("username=admin\npassword=pw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &hgxLab{t: t, st: st, prov: prov, recipes: recipes, url: url, op: op, cred: cred,
-		nodes: map[string]*hgxNode{}, played: map[string]bool{}}
+	l := &hgxLab{t: t, st: st, prov: prov, recipes: recipes, url: url, op: op, cred: cred, nodes: map[string]*hgxNode{}}
+	l.sim = agentsim.New(agentsim.Config{URL: url, Jobs: prov.Engine, Machines: prov.Fleet, Boot: prov.API, Poll: 5 * time.Millisecond,
+		Node: func(id string) (*agentsim.Node, bool) {
+			n := l.nodes[id]
+			if n == nil {
+				return nil, false
+			}
+			return l.simNode(n), true
+		}})
+	return l
 }
 
 // enrol starts a virtual BMC serving the tree written in root (see
@@ -230,122 +231,24 @@ func (l *hgxLab) enrol(ctx context.Context, i int, root string, spec hgxSpec, ho
 	return n
 }
 
-// run plays, for every running reimage job, the agent when the machine
-// network-boots and the installed OS when it boots from its disk: once
-// per job, attempt and step.
-func (l *hgxLab) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		jobs, _ := l.st.ListJobs(ctx, store.JobRunning)
-		for _, j := range jobs {
-			if j.Kind != "reimage" || len(j.Machines) != 1 || (j.Step != engine.StepBoot && j.Step != engine.StepFirstBoot) {
-				continue
-			}
-			n := l.nodes[j.Machines[0]]
-			if n == nil {
-				continue
-			}
-			key := fmt.Sprintf("%s/%d/%s", j.ID, j.Attempt, j.Step)
-			l.mu.Lock()
-			seen := l.played[key]
-			l.played[key] = true
-			l.mu.Unlock()
-			switch {
-			case seen:
-			case j.Step == engine.StepBoot:
-				go l.agent(ctx, n)
-			default:
-				go l.installedOS(ctx, n, j.ID)
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
+// simNode is how the node's agent and installed OS behave in the
+// simulation (pkg/agent/agentsim): the agent reports the in-band
+// inventory and the checks pkg/agent/checks computes on it, writes the
+// image in one report and hands off to the disk; the installed OS runs
+// the burn-in (installedOS).
+func (l *hgxLab) simNode(n *hgxNode) *agentsim.Node {
+	return &agentsim.Node{
+		MAC:       n.spec.bootMAC(),
+		Inventory: func(api.Task) machine.Inventory { return n.spec.inband() },
+		Image: func(task api.Task) []api.Progress {
+			return []api.Progress{{Step: api.StepImage, Bytes: task.Image.Size, Total: task.Image.Size, Written: 8 << 30}}
+		},
+		Done: func(task api.Task) api.Done {
+			return api.Done{Step: api.StepChecks, OK: true, Disk: "/dev/nvme0n1", ImageSHA256: task.Image.SHA256, Handoff: task.Handoff}
+		},
+		InstalledOS: func(ctx context.Context, b agentsim.Boot) { l.installedOS(ctx, n, b) },
+		Logf:        n.logf,
 	}
-}
-
-// call makes one API request; tok "" sends no Authorization header. It
-// returns the HTTP status and, for a status of 300 or more, an error with
-// the server's message.
-func (l *hgxLab) call(ctx context.Context, tok, method, path string, in, out any) (int, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return 0, err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, l.url+path, body)
-	if err != nil {
-		return 0, err
-	}
-	if tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return resp.StatusCode, json.Unmarshal(b, out)
-	}
-	return resp.StatusCode, nil
-}
-
-// agent does what ingot-agent does after the network boot, in its order:
-// exchange the boot credential the iPXE script carried, task, inventory,
-// image progress, the agent-stage checks computed by pkg/agent/checks on
-// that inventory, done. A refused call ends it as the real agent ends: a
-// done with ok false (whose own refusal it ignores).
-func (l *hgxLab) agent(ctx context.Context, n *hgxNode) {
-	m, err := l.st.GetMachine(ctx, n.id)
-	if err != nil {
-		n.logf("agent: %v", err)
-		return
-	}
-	// As the iPXE script render does, then the agent's exchange.
-	boot, err := l.prov.API.IssueBootCredential(ctx, m, n.spec.bootMAC(), netip.MustParseAddr("127.0.0.1"))
-	if err != nil {
-		n.logf("agent: boot credential: %v", err)
-		return
-	}
-	var x api.Exchange
-	if _, err := l.call(ctx, boot, "POST", api.PathExchange, struct{}{}, &x); err != nil {
-		n.logf("agent: %v", err)
-		return
-	}
-	var task api.Task
-	if _, err := l.call(ctx, x.Token, "GET", api.PathTask, nil, &task); err != nil {
-		n.logf("agent: %v", err)
-		return
-	}
-	n.mu.Lock()
-	n.task, n.token = task, x.Token
-	n.mu.Unlock()
-	n.logf("agent: task %s %s image %s hostname %q, %d checks", task.Mode, task.Recipe, task.Image.SHA256, task.Hostname, len(task.Checks))
-	inv := n.spec.inband()
-	rs := checks.Run(inv, task.Checks, task.Expected)
-	steps := []struct {
-		path string
-		body any
-	}{
-		{api.PathInventory, inv},
-		{api.PathProgress, api.Progress{Step: api.StepImage, Bytes: task.Image.Size, Total: task.Image.Size, Written: 8 << 30}},
-		{api.PathChecks, rs},
-		{api.PathDone, api.Done{Step: api.StepChecks, OK: true, Disk: "/dev/nvme0n1", ImageSHA256: task.Image.SHA256, Handoff: task.Handoff}},
-	}
-	for _, s := range steps {
-		if _, err := l.call(ctx, x.Token, "POST", s.path, s.body, nil); err != nil {
-			n.logf("agent: %v", err)
-			_, derr := l.call(ctx, x.Token, "POST", api.PathDone, api.Done{Step: api.StepChecks, Reason: err.Error()}, nil)
-			n.logf("agent: done ok=false: %v", derr)
-			return
-		}
-	}
-	n.logf("agent: done")
 }
 
 // installedOS is the first boot of the installed system: the burn-in the
@@ -353,22 +256,20 @@ func (l *hgxLab) agent(ctx context.Context, n *hgxNode) {
 // then the report with the job's first-boot secret (or, for noSecret,
 // without it and with the agent's credential, after which it lets the
 // step time out: the deadline is moved to now, as a clock would).
-func (l *hgxLab) installedOS(ctx context.Context, n *hgxNode, jobID string) {
-	n.mu.Lock()
-	task, agentTok := n.task, n.token
-	n.mu.Unlock()
+func (l *hgxLab) installedOS(ctx context.Context, n *hgxNode, b agentsim.Boot) {
+	task, agentTok, jobID := b.Task, b.AgentToken, b.Job
 	r := burnin.Runner{LookPath: n.os.lookPath, Exec: n.exec, Every: time.Hour}
 	res := r.Run(ctx, hgxBurnInPlan(task, "/dev/nvme0n1", n.spec.inband()))
 	sw := n.os.software
 	sw.Hostname, sw.CloudInit = task.Hostname, "done" // what the agent wrote, and cloud-init ran
 	fb := api.FirstBoot{Software: sw, BurnIn: res}
 	if !n.os.noSecret {
-		_, err := l.call(ctx, task.FirstBootSecret, "POST", api.PathFirstboot, fb, nil)
+		_, err := b.Call(ctx, task.FirstBootSecret, "POST", api.PathFirstboot, fb, nil)
 		n.logf("first boot: %d burn-in results, report: %v", len(res), err)
 		return
 	}
 	for how, tok := range map[string]string{"no credential": "", "the agent credential": agentTok} {
-		code, err := l.call(ctx, tok, "POST", api.PathFirstboot, fb, nil)
+		code, err := b.Call(ctx, tok, "POST", api.PathFirstboot, fb, nil)
 		n.mu.Lock()
 		n.codes[how] = code
 		n.mu.Unlock()

@@ -162,13 +162,13 @@ func TestGPUReady(t *testing.T) {
 		n := l.enrol(ctx, s.spec.index, s.root, s.spec, s.os, s.recipe)
 		for _, check := range cases[s.name].waive {
 			req := wire.WaiverRequest{Check: check, Reason: "INFRA-1234: " + s.name}
-			if code, err := l.call(ctx, l.op, "POST", "/api/v1/machines/"+n.id+"/waivers", req, nil); code != http.StatusCreated {
+			if code, err := l.sim.Call(ctx, l.op, "POST", "/api/v1/machines/"+n.id+"/waivers", req, nil); code != http.StatusCreated {
 				t.Fatalf("%s: waiving %s: %d %v", s.name, check, code, err)
 			}
 		}
 		nodes[s.name] = n
 	}
-	go l.run(ctx)
+	go l.sim.Run(ctx)
 	jobs := l.reimage(ctx, nodes)
 
 	for _, name := range names {
@@ -255,7 +255,7 @@ func (l *hgxLab) reimage(ctx context.Context, nodes map[string]*hgxNode) map[str
 	}
 	sort.Strings(req.Machines)
 	var res []wire.ReimageResult
-	if code, err := l.call(ctx, l.op, "POST", "/api/v1/reimage", req, &res); code != http.StatusAccepted {
+	if code, err := l.sim.Call(ctx, l.op, "POST", "/api/v1/reimage", req, &res); code != http.StatusAccepted {
 		t.Fatalf("reimage: %d %v", code, err)
 	}
 	jobs := map[string]string{}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/lab"
 )
 
-const labUsage = `Usage: ingot lab up|down|status [flags]
+const labUsage = `Usage: ingot lab up|down|status|dashboard [flags]
 
   up      build the agent and the lab image, create a network namespace with a
           bridge, start ingot serve and a virtual BMC per QEMU VM in it, enroll
@@ -23,6 +24,8 @@ const labUsage = `Usage: ingot lab up|down|status [flags]
           (an arm64 VM first: reboot only, its Debian kernel cannot kexec).
   down    stop everything the lab started and remove its namespace.
   status  the lab's machines and their states.
+  dashboard  forward https://127.0.0.1:8443 on this host to the lab's
+          dashboard in its namespace (until interrupted).
 
 Every address the lab uses lives inside its own namespace; the host's
 network is never touched. Needs root, QEMU (TCG unless KVM really works).
@@ -37,7 +40,7 @@ func runLab(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	sub := map[string]func(context.Context, *env, []string) error{
-		"up": runLabUp, "down": runLabDown, "status": runLabStatus, "bmc": runLabBMC,
+		"up": runLabUp, "down": runLabDown, "status": runLabStatus, "bmc": runLabBMC, "dashboard": runLabDashboard,
 	}[args[0]]
 	if sub == nil {
 		fmt.Fprintf(e.stderr, "ingot lab: unknown command %q\n\n%s", args[0], labUsage)
@@ -116,6 +119,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "\nThe lab stays up. Consoles: %s/vms/*/console.log\n", *dir)
 	fmt.Fprintf(e.stdout, "  ip netns exec %s %s reimage %s --server %s --ca %s --token %s\n", l.State.Namespace, self, l.State.VMs[0].Name, l.State.APIURL, l.State.CA, l.State.Token)
 	fmt.Fprintf(e.stdout, "  %s lab down --dir %s\n", self, *dir)
+	printDashboard(e, l, self, *dir)
 	return nil
 }
 
@@ -156,6 +160,34 @@ func compareReimages(ctx context.Context, e *env, l *lab.Lab) error {
 			took["warm"].Round(time.Second), took["warm"].Seconds()/ref)
 	}
 	return nil
+}
+
+// printDashboard says where the dashboard is and how to reach it from the
+// host (the namespace is not routed from it) and from a workstation.
+func printDashboard(e *env, l *lab.Lab, self, dir string) {
+	fmt.Fprintf(e.stdout, "\nDashboard: %s inside the namespace. From this host:\n", l.DashboardURL())
+	fmt.Fprintf(e.stdout, "  %s lab dashboard --dir %s    # forwards https://127.0.0.1:8443/ui/ to it; trust %s, log in with the token above\n",
+		self, dir, l.State.CA)
+	fmt.Fprintf(e.stdout, "  from a workstation: ssh -L 8443:127.0.0.1:8443 THIS-HOST, then open https://127.0.0.1:8443/ui/\n")
+}
+
+func runLabDashboard(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("lab dashboard", "lab dashboard [--dir DIR] [--listen 127.0.0.1:8443]")
+	dir := fs.String("dir", "/var/lib/ingot-lab", "the lab's folder")
+	listen := fs.String("listen", "127.0.0.1:8443", "where on this host the dashboard answers (loopback: reach it from elsewhere through ssh -L)")
+	if err := e.parse(fs, args); err != nil {
+		return err
+	}
+	l, err := lab.Open(*dir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("lab dashboard: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "lab: dashboard at https://%s/ui/ (CA %s, token %s); Ctrl-C ends it\n", ln.Addr(), l.State.CA, l.State.Token)
+	return l.ForwardDashboard(ctx, ln)
 }
 
 func printResults(e *env, res []lab.Result) bool {

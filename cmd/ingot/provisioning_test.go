@@ -1,146 +1,35 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/agent/agentsim"
 	"github.com/ingot-dev/ingot/pkg/api"
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
 
-// simAgent plays the in-RAM agent and the installed OS of every machine
-// whose job waits on them, over the real agent API (HTTP, machine tokens).
-type simAgent struct {
-	t    *testing.T
-	url  string
-	prov *serve.Parts
-	st   store.Store
-	mu   sync.Mutex
-	done map[string]bool // job+step already played
-}
-
-func (a *simAgent) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		jobs, _ := a.st.ListJobs(ctx, store.JobRunning)
-		for _, j := range jobs {
-			if j.Kind != "reimage" {
-				continue
+// rackNode is how each machine of the rollout test behaves
+// (pkg/agent/agentsim): the minimal inventory, the one check passed, and
+// a task that must be a provisioning with an image.
+func rackNode(t *testing.T) *agentsim.Node {
+	return &agentsim.Node{
+		Checks: func(task api.Task, _ machine.Inventory) []api.CheckResult {
+			if task.Mode != api.ModeProvision || task.Image.SHA256 == "" {
+				t.Errorf("agent on %s got task %+v", task.MachineID, task)
 			}
-			key := j.ID + "/" + j.Step
-			a.mu.Lock()
-			seen := a.done[key]
-			a.done[key] = true
-			a.mu.Unlock()
-			if seen {
-				continue
-			}
-			switch j.Step {
-			case engine.StepBoot:
-				go a.agent(ctx, j.Machines[0])
-			case engine.StepFirstBoot:
-				go a.firstBoot(ctx, j.Machines[0])
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (a *simAgent) call(ctx context.Context, tok, method, path string, in, out any) error {
-	var body bytes.Buffer
-	if in != nil {
-		json.NewEncoder(&body).Encode(in)
-	}
-	req, _ := http.NewRequestWithContext(ctx, method, a.url+path, &body)
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, b)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
-}
-
-// agent does what ingot-agent does after network boot, through the API.
-func (a *simAgent) agent(ctx context.Context, machineID string) {
-	m, err := a.st.GetMachine(ctx, machineID)
-	if err != nil {
-		a.t.Error(err)
-		return
-	}
-	// As the iPXE script render does (first-use binding: every simulated
-	// machine calls from 127.0.0.1), then the agent's exchange.
-	boot, err := a.prov.API.IssueBootCredential(ctx, m, m.MACs[0], netip.MustParseAddr("127.0.0.1"))
-	if err != nil {
-		a.t.Error(err)
-		return
-	}
-	var x api.Exchange
-	if err := a.call(ctx, boot, "POST", api.PathExchange, struct{}{}, &x); err != nil {
-		a.t.Errorf("exchange on %s: %v", machineID, err)
-		return
-	}
-	tok := x.Token
-	var task api.Task
-	steps := []func() error{
-		func() error { return a.call(ctx, tok, "GET", api.PathTask, nil, &task) },
-		func() error {
-			return a.call(ctx, tok, "POST", api.PathInventory, machine.Inventory{Source: "agent",
-				CPUs: []machine.CPU{{Model: "QEMU"}}, DIMMs: []machine.DIMM{{SizeMiB: 2048}}}, nil)
+			return []api.CheckResult{{Name: "memory-size", OK: true, Value: 1}}
 		},
-		func() error {
-			return a.call(ctx, tok, "POST", api.PathProgress, api.Progress{Step: "image", Bytes: 1 << 20, Total: 1 << 20}, nil)
-		},
-		func() error {
-			return a.call(ctx, tok, "POST", api.PathChecks, []api.CheckResult{{Name: "memory-size", OK: true, Value: 1}}, nil)
-		},
-		func() error { return a.call(ctx, tok, "POST", api.PathDone, api.Done{Step: "handoff", OK: true}, nil) },
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			a.t.Errorf("agent on %s: %v", machineID, err)
-			return
-		}
-	}
-	if task.Mode != api.ModeProvision || task.Image.SHA256 == "" {
-		a.t.Errorf("agent on %s got task %+v", machineID, task)
-	}
-	// The installed OS presents the first-boot secret the task carried.
-	a.mu.Lock()
-	a.done["token/"+machineID] = true
-	a.mu.Unlock()
-	firstBootTokens.Store(machineID, task.FirstBootSecret)
-}
-
-var firstBootTokens sync.Map
-
-func (a *simAgent) firstBoot(ctx context.Context, machineID string) {
-	tok, _ := firstBootTokens.Load(machineID)
-	s, _ := tok.(string)
-	if err := a.call(ctx, s, "POST", api.PathFirstboot, machine.Software{Kernel: "6.1.0", Drivers: map[string]string{}}, nil); err != nil {
-		a.t.Errorf("first boot of %s: %v", machineID, err)
+		Done: func(api.Task) api.Done { return api.Done{Step: "handoff", OK: true} },
 	}
 }
 
@@ -185,8 +74,9 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			a := &simAgent{t: t, url: url, prov: prov, st: st, done: map[string]bool{}}
-			go a.run(ctx)
+			a := agentsim.New(agentsim.Config{URL: url, Jobs: prov.Engine, Machines: prov.Fleet, Boot: prov.API, Errorf: t.Errorf,
+				Node: func(string) (*agentsim.Node, bool) { return rackNode(t), true }})
+			go a.Run(ctx)
 
 			j, err := prov.Engine.StartRollout(ctx, engine.RolloutSpec{Recipe: "rack", Batch: 5, MaxFailures: tc.maxFailures, PerRack: 2}, "test")
 			if err != nil {

@@ -67,6 +67,7 @@ var importRules = []struct {
 	{"cmd/ingot", isEngineOrBackend, "the CLI is a client of a running server (offline admin: pkg/store and pkg/store/backends only)"},
 	{"pkg/lab", isEngineOrBackend, "the lab drives ingot as an operator does, through its API"},
 	{"pkg/apiserver", isStore, "API handlers call pkg/fleet and pkg/engine, never the store"},
+	{"pkg/web", isStore, "the dashboard calls pkg/fleet, pkg/engine and pkg/telemetry, never the store"},
 	{"pkg/client", isCore, "the API client speaks the wire types only"},
 }
 

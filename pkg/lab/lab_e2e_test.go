@@ -8,6 +8,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/web/webtest"
 )
 
 // repoRoot is the module root (recipes/, images/).
@@ -116,6 +118,8 @@ func TestE2ELab(t *testing.T) {
 			t.Errorf("serve.log shows no TFTP transfer of snponly.efi for the UEFI VM (firmware PXE path)")
 		}
 	})
+
+	t.Run("dashboard", func(t *testing.T) { dashboardShowsReady(t, ctx, l, bios.Name) })
 
 	t.Run("reimage", func(t *testing.T) {
 		kexecs := func(vm lab.VM) int {
@@ -523,4 +527,46 @@ func upLab(t *testing.T, ctx context.Context, cfg lab.Config) *lab.Lab {
 		l.Down()
 	})
 	return l
+}
+
+// dashboardShowsReady opens the lab VM's machine page in Chromium, through
+// the host-side forward `ingot lab dashboard` uses, trusting the lab's CA,
+// and sees it ready with its reimage; the screenshot is kept in
+// build/test-artifacts/lab.
+func dashboardShowsReady(t *testing.T, ctx context.Context, l *lab.Lab, vm string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go l.ForwardDashboard(fctx, ln)
+	b := webtest.Start(t, webtest.Options{TrustCAs: []string{l.State.CA}})
+	p, err := b.NewPage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "https://" + ln.Addr().String()
+	steps := []func() error{
+		func() error { return p.Navigate(ctx, base+"/ui/login") },
+		func() error { return p.Fill(ctx, "#token", l.State.Token) },
+		func() error { return p.Submit(ctx, "form button[type=submit]") },
+		func() error { return p.Navigate(ctx, base+"/ui/machines/"+vm) },
+		func() error { return p.Has(ctx, vm, "Reimages and time to restore", "succeeded", "Time in each state") },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := p.Text(ctx, ".title .state"); err != nil || st != "ready" {
+		t.Errorf("the dashboard shows %s as %q (%v), want ready", vm, st, err)
+	}
+	dir := filepath.Join(repoRoot(t), "build", "test-artifacts", "lab")
+	if err := os.MkdirAll(dir, 0o755); err == nil {
+		shot := filepath.Join(dir, "machine-"+vm+".png")
+		if err := p.Screenshot(ctx, shot, true); err == nil {
+			t.Logf("screenshot %s", shot)
+		}
+	}
 }

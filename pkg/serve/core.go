@@ -35,6 +35,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store/backends"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
 	"github.com/ingot-dev/ingot/pkg/warm"
+	"github.com/ingot-dev/ingot/pkg/web"
 )
 
 // Options are what Run needs beyond the configuration: what the process
@@ -61,6 +62,9 @@ type Parts struct {
 	Auth   *agentauth.Auth
 	Engine *engine.Engine
 	API    *apiserver.Server
+	// Web is the dashboard (pkg/web), mounted on the API's TLS listener;
+	// with --api-addr '' it is built but not served.
+	Web *web.Server
 	// BMCs holds one session per BMC, shared by every part.
 	BMCs *bmc.Pool
 
@@ -95,7 +99,7 @@ func Build(ctx context.Context, cfg Config, o Options) (*Parts, error) {
 	}{
 		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"content store", c.openArtifacts},
 		{"secret keys", c.loadKeys}, {"warm reimage key", c.loadWarmKey}, {"fleet", c.buildFleet}, {"virtual media", c.buildMedia},
-		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI},
+		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI}, {"dashboard", c.buildWeb},
 	}
 	for _, s := range steps {
 		if err := s.fn(ctx); err != nil {
@@ -240,6 +244,25 @@ func (c *Parts) buildAPI(context.Context) (err error) {
 	return err
 }
 
+func (c *Parts) buildWeb(context.Context) (err error) {
+	c.Web, err = web.New(web.Config{Fleet: c.Fleet, Engine: c.Engine, Telemetry: c.tel, Recipes: c.recipes.Get,
+		RecipeNames: c.recipes.Names, Logger: c.log.With("service", "dashboard"), Version: c.o.Version})
+	return err
+}
+
+// Telemetry is the BMC poller; nil when the server polls no BMCs.
+func (c *Parts) Telemetry() *telemetry.Service { return c.tel }
+
+// Serve binds the listeners and serves the parts until ctx ends (Run
+// after Build; tests that built the parts serve them with it).
+func (c *Parts) Serve(ctx context.Context) error {
+	d, err := c.deps()
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, c.cfg, d)
+}
+
 // publicLimit is the one budget per address of the routes anyone may call
 // without a credential: /ipxe and the API's by-MAC routes share it.
 func (c *Parts) publicLimit() *ratelimit.Limiter {
@@ -254,7 +277,7 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
-		ServiceFunc("reload", c.fanOutReload)}
+		ServiceFunc("reload", c.fanOutReload), ServiceFunc("dashboard", c.Web.Run)}
 	if c.tel != nil {
 		out = append(out, ServiceFunc("telemetry", c.tel.Run))
 	}
@@ -287,8 +310,12 @@ func (c *Parts) deps() (Deps, error) {
 			return Deps{}, fmt.Errorf("registering the telemetry metrics: %w", err)
 		}
 	}
+	mount := []func(*http.ServeMux){c.API.Register}
+	if c.cfg.APIAddr != "" { // the dashboard's cookie is Secure: TLS only
+		mount = append(mount, c.Web.Register)
+	}
 	return Deps{Registry: reg, Store: c.Store, Discover: c.Fleet, Artifacts: c.arts, Recipes: c.recipes.Get, Tokens: c.API,
-		Logger: c.log, Mount: []func(*http.ServeMux){c.API.Register}, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
+		Logger: c.log, Mount: mount, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
 		Services: c.services(), Media: c.media, Ready: c.o.Ready}, nil
 }
 

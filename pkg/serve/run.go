@@ -18,9 +18,5 @@ func Run(ctx context.Context, cfg Config, o Options) error {
 		return err
 	}
 	defer c.Close()
-	d, err := c.deps()
-	if err != nil {
-		return err
-	}
-	return Serve(ctx, cfg, d)
+	return c.Serve(ctx)
 }

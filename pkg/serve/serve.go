@@ -192,7 +192,8 @@ func (b *binding) bootFiles() error {
 // api binds the API's TLS listener and loads (or makes) its certificate.
 func (b *binding) api() error {
 	if b.cfg.APIAddr == "" {
-		b.d.Logger.Warn("the API shares the plain-HTTP boot listener (--api-addr ''): operator and machine tokens travel in clear")
+		b.d.Logger.Warn("the API shares the plain-HTTP boot listener (--api-addr ''): operator and machine tokens travel in clear; " +
+			"no dashboard is served (its session cookie needs TLS)")
 		return nil
 	}
 	ln, err := net.Listen("tcp", b.cfg.APIAddr)
@@ -304,7 +305,7 @@ func (b *binding) logServing() {
 		"public_url", b.publicURL, "dhcp", b.cfg.DHCP, "tftp", b.cfg.TFTP)
 	if b.apiLn != nil {
 		b.d.Logger.Info("api serving over TLS: give operators ca.pem (--ca) and check its fingerprint", "api", b.apiLn.Addr().String(),
-			"api_url", b.addrs.APIURL, "ca_fingerprint", b.addrs.CA, "ca_pem", caPath(b.cfg))
+			"api_url", b.addrs.APIURL, "ca_fingerprint", b.addrs.CA, "ca_pem", caPath(b.cfg), "dashboard", b.addrs.APIURL+"/ui/")
 	}
 }
 

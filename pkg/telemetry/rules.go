@@ -34,6 +34,10 @@ type Alert struct {
 	// Silenced: the machine is in a job or in maintenance; the alert is
 	// listed but neither fires nor is delivered.
 	Silenced bool `json:"silenced,omitempty"`
+	// SilencedBy and SilencedUntil: an operator silenced the alert
+	// (Service.Silence): listed, not delivered to the notifiers.
+	SilencedBy    string    `json:"silenced_by,omitempty"`
+	SilencedUntil time.Time `json:"silenced_until,omitzero"`
 }
 
 // Transition is an alert that fired or cleared in one evaluation.

@@ -66,6 +66,8 @@ type Service struct {
 	// closedDay is the finished day whose record flush last wrote for
 	// each machine (flush goroutine only).
 	closedDay map[string]string
+	silences  map[string]Silence // silence.go
+	cleared   []Cleared          // the last alerts that cleared, oldest first
 }
 
 type node struct {
@@ -271,8 +273,13 @@ func (s *Service) poll(ctx context.Context, n *node) {
 	n.last = smp
 	n.selEntries += int64(len(smp.SEL))
 	trs := n.state.evaluate(smp, lim, silenced(m))
+	muted := map[string]bool{}
 	for i := range trs {
 		trs[i].Alert.Name, trs[i].Alert.Rack, trs[i].Alert.Recipe = m.Name, m.Rack, m.Recipe
+		_, muted[trs[i].Alert.Rule] = s.silencedLocked(m.ID, trs[i].Alert.Rule, smp.Time)
+		if !trs[i].Fired {
+			s.noteClearedLocked(trs[i].Alert, smp.Time)
+		}
 	}
 	// A slow BMC stretches its own interval (never below the configured
 	// one, at most ten times it): polling it faster only queues requests.
@@ -294,6 +301,9 @@ func (s *Service) poll(ctx context.Context, n *node) {
 			s.cfg.Event(ctx, m.ID, msg)
 		}
 		for _, nt := range s.cfg.Notify {
+			if muted[tr.Alert.Rule] {
+				break // an operator silenced it: the event above is the record
+			}
 			go func() {
 				if err := nt.Notify(context.WithoutCancel(ctx), tr); err != nil {
 					s.cfg.Logger.Warn("telemetry: alert not delivered", "to", nt.Name(), "rule", tr.Alert.Rule, "machine", m.Name, "err", err)
@@ -316,6 +326,7 @@ func silenced(m machine.Machine) bool {
 // Alerts lists every pending and firing alert, firing first, then by
 // machine and rule.
 func (s *Service) Alerts() []Alert {
+	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Alert
@@ -323,6 +334,9 @@ func (s *Service) Alerts() []Alert {
 		for _, a := range n.state.alerts {
 			c := *a
 			c.Name, c.Rack, c.Recipe = n.m.Name, n.m.Rack, n.m.Recipe
+			if sl, ok := s.silencedLocked(n.m.ID, c.Rule, now); ok {
+				c.SilencedBy, c.SilencedUntil = sl.Actor, sl.Until
+			}
 			out = append(out, c)
 		}
 	}
