@@ -67,7 +67,9 @@ func (e *Engine) campaignNode(ctx context.Context, jobID string, sp FirmwareSpec
 	if err == nil {
 		w = fwWork{job: jobID, m: m, rollback: sp.Rollback, stop: func() bool { return e.fw.cancelled(jobID) },
 			load: func(ctx context.Context) (FirmwareNode, error) { return e.loadNode(ctx, jobID, machineID) },
-			save: func(ctx context.Context, change func(*FirmwareNode)) error { return e.saveNode(ctx, jobID, machineID, change) }}
+			save: func(ctx context.Context, change func(*FirmwareNode)) error {
+				return e.saveNode(ctx, jobID, machineID, change)
+			}}
 		w.r, err = e.recipes(m.Recipe)
 	}
 	if err == nil {
