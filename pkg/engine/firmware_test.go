@@ -22,6 +22,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/firmware"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/rack"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/storetest"
@@ -597,5 +598,165 @@ func TestFirmwareNoServer(t *testing.T) {
 	}
 	if _, err := h.e.Preflight(ctx, "n0"); err == nil || !strings.Contains(err.Error(), "firmware.apply: before-image") {
 		t.Errorf("a reimage: %v", err)
+	}
+}
+
+// TestReimageFirmwareBeforeImage: a recipe with firmware.apply:
+// before-image reimages in order firmware, bmc, boot, ...: the BMC's
+// firmware is at its pin before the machine is even booted into the agent
+// (let alone its image written), the job's status carries the firmware
+// step, and the time to restore starts at the firmware phase and names it.
+func TestReimageFirmwareBeforeImage(t *testing.T) {
+	h := newFWHarness(t, func(shas []string) recipe.Firmware {
+		return recipe.Firmware{Apply: recipe.ApplyBeforeImage, BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
+	}, bmcImage)
+	h.start(nil)
+	b, url := startBMC(t, vbmc.Update{TaskTime: 300 * time.Millisecond})
+	m := h.enroll("n0", "rack-0", url)
+	ctx := context.Background()
+	p, err := h.e.Preflight(ctx, "n0")
+	if err != nil || !strings.HasPrefix(p.Steps[0], "firmware: ") {
+		t.Fatalf("plan %+v, %v; want the firmware step first", p, err)
+	}
+	j, err := h.e.Reimage(ctx, "n0", "operator:test", "new firmware")
+	if err != nil || j.Step != engine.StepFirmware {
+		t.Fatalf("reimage: %+v, %v; want it to start at the firmware step", j, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if cur, _ := h.s.GetJob(ctx, j.ID); cur.Step == engine.StepBoot || cur.State != store.JobRunning {
+			break
+		}
+		if b.FirmwareVersion(bmcFW) != "1.46.0" && h.fake.Calls() != "" {
+			t.Fatalf("the BMC step ran (%s) before the firmware was at its pin", h.fake.Calls())
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	cur, _ := h.s.GetJob(ctx, j.ID)
+	if cur.Step != engine.StepBoot || b.FirmwareVersion(bmcFW) != "1.46.0" || h.fake.Calls() == "" {
+		t.Fatalf("job at %s (%s %s), BMC firmware %s, BMC calls %q; want boot after the firmware", cur.Step, cur.State, cur.Reason,
+			b.FirmwareVersion(bmcFW), h.fake.Calls())
+	}
+	if _, err := h.e.OnTask(ctx, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnInventory(ctx, m.ID, machine.Inventory{Source: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnChecks(ctx, m.ID, []engine.CheckResult{{Name: "memory-size", OK: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.e.OnDone(ctx, m.ID, "handoff", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(step string) {
+		for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+			if cur, _ := h.s.GetJob(ctx, j.ID); cur.Step == step {
+				return
+			}
+		}
+		t.Fatalf("job never reached %s", step)
+	}
+	waitFor(engine.StepFirstBoot)
+	if err := h.e.OnFirstBoot(ctx, m.ID, engine.FirstBoot{Software: machine.Software{Kernel: "6.1.0", Drivers: map[string]string{"nvidia": "535.309.01"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("done")
+	cur, _ = h.s.GetJob(ctx, j.ID)
+	st, err := engine.Status(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := engine.PhaseOrder(st); len(got) < 2 || got[0] != "firmware" || got[1] != "bmc" {
+		t.Errorf("phases %v; want firmware, bmc, ...", got)
+	}
+	fw := st.Phases["firmware"]
+	if cur.State != store.JobSucceeded || st.Firmware == nil || st.Firmware.State != engine.NodeDone || st.Firmware.Steps[0].Phase != firmware.PhaseDone ||
+		st.Restore < st.Phases["bmc"].End.Sub(fw.Start) || fw.End.Sub(fw.Start) < 300*time.Millisecond {
+		t.Errorf("job %s, firmware %+v, restore %s, firmware phase %s; want done, the restore counted from the firmware phase",
+			cur.State, st.Firmware, st.Restore, fw.End.Sub(fw.Start))
+	}
+	if us := b.UpdateStats(); us.Starts != 1 {
+		t.Errorf("BMC: %+v, want one start", us)
+	}
+}
+
+// TestReimageFirmwareStepResumes: ingot restarts while a reimage's
+// firmware step follows the BMC's task; the new process resumes the step
+// from what was persisted and goes on to the BMC step, the package
+// started once.
+func TestReimageFirmwareStepResumes(t *testing.T) {
+	h := newFWHarness(t, func(shas []string) recipe.Firmware {
+		return recipe.Firmware{Apply: recipe.ApplyBeforeImage, BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
+	}, bmcImage)
+	h.start(nil)
+	b, url := startBMC(t, vbmc.Update{TaskTime: 500 * time.Millisecond})
+	h.enroll("n0", "rack-0", url)
+	ctx := context.Background()
+	j, err := h.e.Reimage(ctx, "n0", "operator:test", "new firmware")
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		cur, _ := h.s.GetJob(ctx, j.ID)
+		st, _ := engine.Status(cur)
+		return st.Firmware != nil && len(st.Firmware.Steps) == 1 && st.Firmware.Steps[0].Phase == firmware.PhaseRunning
+	}
+	for end := time.Now().Add(10 * time.Second); !running() && time.Now().Before(end); {
+		time.Sleep(2 * time.Millisecond)
+	}
+	h.stop()
+	time.Sleep(50 * time.Millisecond)
+	if !running() {
+		t.Fatal("the firmware step was not persisted running when ingot stopped")
+	}
+	h.start(nil)
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cur, _ := h.s.GetJob(ctx, j.ID); cur.Step == engine.StepBoot || cur.State != store.JobRunning {
+			break
+		}
+	}
+	if cur, _ := h.s.GetJob(ctx, j.ID); cur.Step != engine.StepBoot || b.UpdateStats().Starts != 1 || b.FirmwareVersion(bmcFW) != "1.46.0" {
+		t.Errorf("after the restart: job at %s (%s %s), BMC %+v; want boot, one start, the pin", cur.Step, cur.State, cur.Reason, b.UpdateStats())
+	}
+}
+
+// TestFirmwareResetStaggered: the host resets firmware needs are power-ons
+// like any other: a rack whose start-up margin covers one machine at the
+// recipe's load_watts starts one at a time, the others wait (an event
+// says so), even when the campaign's own limits let all three update.
+func TestFirmwareResetStaggered(t *testing.T) {
+	h := newFWHarness(t, func(shas []string) recipe.Firmware {
+		return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
+	}, bmcImage)
+	h.recipe.Power.LoadWatts = 1500
+	h.start(func(c *engine.Config) {
+		c.Racks = func() []rack.Rack { return []rack.Rack{{Name: "rack-0", StartupMarginWatts: 2000}} }
+		c.StartupSettle = 300 * time.Millisecond
+	})
+	for i := range 3 {
+		_, url := startBMC(t, vbmc.Update{TaskTime: 20 * time.Millisecond})
+		h.enroll(fmt.Sprintf("n%d", i), "rack-0", url)
+	}
+	ctx := context.Background()
+	j, err := h.e.StartFirmware(ctx, engine.FirmwareSpec{Targets: []string{"gpu"}}, "operator:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, st := h.wait(j.ID)
+	if j.State != store.JobSucceeded {
+		t.Fatalf("campaign %s: %s", j.State, j.Reason)
+	}
+	staggered := 0
+	for _, n := range st.Nodes {
+		evs, _ := h.s.Events(ctx, n.Machine, 0, 0)
+		for _, ev := range evs {
+			if ev.Kind == "power.stagger" {
+				staggered++
+			}
+		}
+	}
+	if staggered < 2 {
+		t.Errorf("%d nodes waited for rack-0's start-up margin, want 2 of 3", staggered)
 	}
 }
