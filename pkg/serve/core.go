@@ -72,6 +72,9 @@ type Parts struct {
 	keys    *secret.Keyring
 	bmcs    *bmcDialers
 	media   *VirtualMedia
+	// Firmware serves firmware packages to BMCs at per-job URLs (Run
+	// binds it to the boot listener).
+	Firmware *FirmwarePackages
 	tel     *telemetry.Service // nil: BMCs are not polled
 	limiter *ratelimit.Limiter
 	warmKey ed25519.PrivateKey
@@ -95,6 +98,7 @@ func Build(ctx context.Context, cfg Config, o Options) (*Parts, error) {
 	}{
 		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"content store", c.openArtifacts},
 		{"secret keys", c.loadKeys}, {"warm reimage key", c.loadWarmKey}, {"fleet", c.buildFleet}, {"virtual media", c.buildMedia},
+		{"firmware packages", c.buildFirmware},
 		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI},
 	}
 	for _, s := range steps {
@@ -183,6 +187,11 @@ func (c *Parts) buildMedia(context.Context) (err error) {
 	return err
 }
 
+func (c *Parts) buildFirmware(context.Context) (err error) {
+	c.Firmware, err = NewFirmwarePackages(c.cfg.Data, c.arts, c.Store, c.log.With("service", "firmware"))
+	return err
+}
+
 func (c *Parts) buildEngine(context.Context) error {
 	info, err := dhcpInfo(c.cfg)
 	if err != nil {
@@ -192,6 +201,7 @@ func (c *Parts) buildEngine(context.Context) error {
 		Machines: c.Fleet, Jobs: c.Store, Leases: c.Store, Credentials: c.Auth, DialBMC: c.bmcs.engine, Warm: c.warm,
 		BootURL: c.cfg.PublicURL, Recipes: c.recipes.Get, Artifacts: c.arts, Logger: c.log.With("service", "engine"), DHCP: info,
 		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media,
+		Firmware: engine.FirmwareConfig{Dial: c.bmcs.firmware, Images: c.Firmware.Images, Timeout: c.cfg.FirmwareTimeout},
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			return engineFindings(drift.Check(inv, r))
 		},
@@ -289,7 +299,7 @@ func (c *Parts) deps() (Deps, error) {
 	}
 	return Deps{Registry: reg, Store: c.Store, Discover: c.Fleet, Artifacts: c.arts, Recipes: c.recipes.Get, Tokens: c.API,
 		Logger: c.log, Mount: []func(*http.ServeMux){c.API.Register}, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
-		Services: c.services(), Media: c.media, Ready: c.o.Ready}, nil
+		Services: c.services(), Media: c.media, Firmware: c.Firmware, Ready: c.o.Ready}, nil
 }
 
 // dhcpInfo tells the engine what serve's DHCP answers for (recipes'
