@@ -75,9 +75,9 @@ type Parts struct {
 	// Firmware serves firmware packages to BMCs at per-job URLs (Run
 	// binds it to the boot listener).
 	Firmware *FirmwarePackages
-	tel     *telemetry.Service // nil: BMCs are not polled
-	limiter *ratelimit.Limiter
-	warmKey ed25519.PrivateKey
+	tel      *telemetry.Service // nil: BMCs are not polled
+	limiter  *ratelimit.Limiter
+	warmKey  ed25519.PrivateKey
 	// SIGHUP reaches both: the recipes and the API certificate reload.
 	recipeReload, tlsReload chan os.Signal
 }
