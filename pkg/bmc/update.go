@@ -131,8 +131,15 @@ type actionInfo struct {
 }
 
 // UpdateService reads the BMC's UpdateService, the SimpleUpdate
-// ActionInfo where it has one, and the firmware inventory.
+// ActionInfo where it has one, and the firmware inventory (in one request
+// where the service root offers $expand).
 func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
+	return c.updateService(ctx, true)
+}
+
+// updateService reads the UpdateService and its inventory; withInfo reads
+// SimpleUpdate's ActionInfo too (what starting an update needs).
+func (c *Client) updateService(ctx context.Context, withInfo bool) (UpdateService, error) {
 	const op = "reading the UpdateService"
 	api, err := c.gf(ctx)
 	if err != nil {
@@ -150,13 +157,13 @@ func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
 	if err != nil {
 		return UpdateService{}, c.wrap(op, err)
 	}
-	if info != "" {
+	if info != "" && withInfo {
 		if err := c.readActionInfo(ctx, api, info, &out); err != nil {
 			return out, c.wrap(op+": reading "+info, err)
 		}
 	}
 	r := &reading{}
-	for _, it := range c.readFirmware(api, r) {
+	for _, it := range c.firmwareOf(api, us, r) {
 		out.Items = append(out.Items, it.export())
 	}
 	if len(out.Items) == 0 && len(r.problems) > 0 {
@@ -215,9 +222,10 @@ func (c *Client) readActionInfo(ctx context.Context, api *gofish.APIClient, uri 
 }
 
 // FirmwareItems lists the firmware inventory with each entry's URI,
-// normalised name and version.
+// normalised name and version: the UpdateService and its inventory, no
+// ActionInfo (two requests where the service root offers $expand).
 func (c *Client) FirmwareItems(ctx context.Context) ([]FirmwareItem, error) {
-	us, err := c.UpdateService(ctx)
+	us, err := c.updateService(ctx, false)
 	return us.Items, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/firmware"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -34,11 +35,20 @@ const StepFirmware = "firmware"
 // is in flight finishes, nothing more starts.
 const stepCancelling = "cancelling"
 
+// FirmwareBMC is what firmware jobs need of a machine's BMC: the calls of
+// pkg/firmware's per-node procedure, and a read of the firmware inventory
+// alone (*bmc.Client has them all).
+type FirmwareBMC interface {
+	firmware.BMC
+	// FirmwareItems reads the FirmwareInventory (no ActionInfo).
+	FirmwareItems(ctx context.Context) ([]bmc.FirmwareItem, error)
+}
+
 // FirmwareConfig sets up firmware jobs.
 type FirmwareConfig struct {
 	// Dial reaches a machine's BMC for firmware work (serve: the pooled
 	// session, *bmc.Client); nil: firmware jobs are refused.
-	Dial func(ctx context.Context, m *machine.Machine) (firmware.BMC, error)
+	Dial func(ctx context.Context, m *machine.Machine) (FirmwareBMC, error)
 	// Images gives a job's packages: from the content store, each at an
 	// unguessable URL of the job on a listener the BMC network reaches
 	// (serve: --firmware-url), valid while the job runs.

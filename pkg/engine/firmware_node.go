@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
@@ -49,7 +50,7 @@ func (e *Engine) applyFirmware(ctx context.Context, w fwWork) error {
 	if err != nil {
 		return fmt.Errorf("BMC %s: %w", w.m.BMC.Endpoint, err)
 	}
-	b := staggeredBMC{BMC: raw, e: e, m: w.m, r: w.r}
+	b := staggeredBMC{FirmwareBMC: raw, e: e, m: w.m, r: w.r}
 	var svc *bmc.UpdateService
 	if !n.Planned {
 		if svc, n, err = e.planFirmware(ctx, w, b); err != nil {
@@ -70,7 +71,8 @@ func (e *Engine) applyFirmware(ctx context.Context, w fwWork) error {
 		o := firmware.Options{Timeout: e.fw.cfg.Timeout, Poll: e.fw.cfg.Poll, Rollback: w.rollback, Service: svc, Now: e.now,
 			Logger: e.log.With("machine", w.m.ID, "job", w.job)}
 		last := s
-		_, err := firmware.Apply(ctx, b, imgs, s, o, func(ctx context.Context, s firmware.Step) error {
+		var err error
+		n.Steps[i], err = firmware.Apply(ctx, b, imgs, s, o, func(ctx context.Context, s firmware.Step) error {
 			err := w.save(ctx, func(n *FirmwareNode) { n.Steps[i] = s })
 			e.stepEvent(ctx, w, last, s)
 			last = s
@@ -83,7 +85,26 @@ func (e *Engine) applyFirmware(ctx context.Context, w fwWork) error {
 			return err
 		}
 	}
-	return e.verifyFirmware(ctx, w, b)
+	return e.verifyFirmware(ctx, w, b, readBack(svc, n.Steps))
+}
+
+// readBack is the firmware inventory as this run read it: the plan's read
+// with each applied target's version as Apply read it back at its pin. nil
+// when the plan was read by an earlier process (a resumed node): then
+// verifyFirmware reads the inventory again.
+func readBack(svc *bmc.UpdateService, steps []firmware.Step) []bmc.FirmwareItem {
+	if svc == nil {
+		return nil
+	}
+	items := slices.Clone(svc.Items)
+	for _, s := range steps {
+		for i := range items {
+			if v, ok := s.After[items[i].URI]; ok {
+				items[i].Version = v
+			}
+		}
+	}
+	return items
 }
 
 // planFirmware plans a machine from its BMC's firmware inventory and its
@@ -91,7 +112,7 @@ func (e *Engine) applyFirmware(ctx context.Context, w fwWork) error {
 // pin the BMC cannot carry out (a refused downgrade, versions that cannot
 // be ordered, a component it does not list or will not update) fails the
 // node before anything is flashed.
-func (e *Engine) planFirmware(ctx context.Context, w fwWork, b firmware.BMC) (*bmc.UpdateService, FirmwareNode, error) {
+func (e *Engine) planFirmware(ctx context.Context, w fwWork, b FirmwareBMC) (*bmc.UpdateService, FirmwareNode, error) {
 	us, err := b.UpdateService(ctx)
 	if err != nil {
 		return nil, FirmwareNode{}, fmt.Errorf("reading the BMC's firmware inventory: %w", err)
@@ -183,25 +204,28 @@ func (e *Engine) lastBMCInventory(ctx context.Context, id string) machine.Invent
 	return machine.Inventory{Source: "redfish"}
 }
 
-// verifyFirmware reads the BMC's firmware inventory again once every
-// package is applied, stores it with the machine's BMC inventory (the
-// fleet's readiness judges the versions now running) and judges the node
-// on it: the plan made again must flash nothing more, and no update pin
-// may be blocked. Drift over the firmware is run on it too; what it still
-// finds (block and warn pins) is told in the event, not failed on: a
+// verifyFirmware takes the BMC's firmware inventory once every package
+// is applied (items: as this run read it, the applied targets read back
+// by Apply; nil: read now), stores it with the machine's BMC inventory
+// (the fleet's readiness judges the versions now running) and judges the
+// node on it: the plan made again must flash nothing more, and no update
+// pin may be blocked. Drift over the firmware is run on it too; what it
+// still finds (block and warn pins) is told in the event, not failed on: a
 // campaign flashes update pins only.
-func (e *Engine) verifyFirmware(ctx context.Context, w fwWork, b firmware.BMC) error {
-	us, err := b.UpdateService(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the firmware inventory after the update: %w", err)
+func (e *Engine) verifyFirmware(ctx context.Context, w fwWork, b FirmwareBMC, items []bmc.FirmwareItem) error {
+	if items == nil {
+		var err error
+		if items, err = b.FirmwareItems(ctx); err != nil {
+			return fmt.Errorf("reading the firmware inventory after the update: %w", err)
+		}
 	}
-	inv := firmware.WithFirmware(e.lastBMCInventory(ctx, w.m.ID), us.Items)
+	inv := firmware.WithFirmware(e.lastBMCInventory(ctx, w.m.ID), items)
 	inv.Taken = e.now()
 	if _, err := e.machines.PutInventory(ctx, w.m.ID, inv); err != nil {
 		e.log.Warn("storing the BMC's firmware inventory", "machine", w.m.ID, "err", err)
 	}
 	var off, drift []string
-	for _, en := range firmware.MakePlan(us.Items, e.lastInventory(ctx, w.m.ID), w.r.Firmware).Entries {
+	for _, en := range firmware.MakePlan(items, e.lastInventory(ctx, w.m.ID), w.r.Firmware).Entries {
 		if en.Action.Flashes() || strings.HasPrefix(string(en.Action), "blocked-") {
 			off = append(off, fmt.Sprintf("%s reads %q, pinned %q (%s)", en.Component, en.Version, en.Pinned, en.Action))
 		}
@@ -229,7 +253,7 @@ func (e *Engine) verifyFirmware(ctx context.Context, w fwWork, b firmware.BMC) e
 // staggeredBMC powers the host on for firmware (the reset an apply time
 // needs) through the engine's start gate, as every other power-on.
 type staggeredBMC struct {
-	firmware.BMC
+	FirmwareBMC
 	e *Engine
 	m *machine.Machine
 	r *recipe.Recipe
@@ -241,5 +265,5 @@ func (b staggeredBMC) ResetForFirmware(ctx context.Context, applyTime string) er
 			return err
 		}
 	}
-	return b.BMC.ResetForFirmware(ctx, applyTime)
+	return b.FirmwareBMC.ResetForFirmware(ctx, applyTime)
 }

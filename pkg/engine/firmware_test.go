@@ -111,7 +111,7 @@ func (h *fwHarness) start(cfg func(*engine.Config)) {
 	c := engine.Config{Machines: fl, Jobs: h.s, DialBMC: h.fake.dial, Recipes: h.recipes, Tick: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Firmware: engine.FirmwareConfig{
-			Dial: func(ctx context.Context, m *machine.Machine) (firmware.BMC, error) {
+			Dial: func(ctx context.Context, m *machine.Machine) (engine.FirmwareBMC, error) {
 				return pool.Get(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: fwUser, Password: fwPass,
 					ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, RetryWait: 20 * time.Millisecond, Retries: 2,
 					PollInterval: 10 * time.Millisecond, PowerOffTimeout: 2 * time.Second})

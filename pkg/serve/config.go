@@ -127,6 +127,10 @@ type Config struct {
 	// FirmwareTimeout bounds one package's update on one node (start, the
 	// BMC's task, the reset, the version read back).
 	FirmwareTimeout time.Duration `yaml:"firmware_timeout"`
+	// FirmwarePoll is the first wait before reading a firmware task and
+	// the most between two reads of a version (the next task read comes
+	// when the task's progress says it ends).
+	FirmwarePoll time.Duration `yaml:"firmware_poll"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -165,6 +169,7 @@ func Defaults() Config {
 		BMCCredentialEnvPrefix: "INGOT_BMC_",
 		DiscoveryInitrd:        "agent-initrd",
 		FirmwareTimeout:        30 * time.Minute,
+		FirmwarePoll:           5 * time.Second,
 	}
 }
 
@@ -221,6 +226,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 	fs.StringVar(&c.FirmwareURL, "firmware-url", c.FirmwareURL, "the boot listener as BMCs reach it: firmware campaigns serve each package there at an unguessable per-job URL "+
 		"(/firmware/JOB/TOKEN/SHA256, Range reads not rate limited) for SimpleUpdate (default: --public-url)")
+	fs.DurationVar(&c.FirmwarePoll, "firmware-poll", c.FirmwarePoll, "the first wait before reading a firmware update's task (later reads come when its progress says it ends) and between reads of a version")
 	fs.DurationVar(&c.FirmwareTimeout, "firmware-timeout", c.FirmwareTimeout, "the longest one firmware package's update on one node may take (start, the BMC's task, the reset, the version read back)")
 }
 
@@ -374,6 +380,9 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if c.FirmwarePoll <= 0 {
+		return fmt.Errorf("--firmware-poll %s: expected a positive duration, e.g. 5s", c.FirmwarePoll)
 	}
 	if c.FirmwareTimeout <= 0 {
 		return fmt.Errorf("--firmware-timeout %s: expected a positive duration, e.g. 30m", c.FirmwareTimeout)

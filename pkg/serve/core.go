@@ -201,7 +201,7 @@ func (c *Parts) buildEngine(context.Context) error {
 		Machines: c.Fleet, Jobs: c.Store, Leases: c.Store, Credentials: c.Auth, DialBMC: c.bmcs.engine, Warm: c.warm,
 		BootURL: c.cfg.PublicURL, Recipes: c.recipes.Get, Artifacts: c.arts, Logger: c.log.With("service", "engine"), DHCP: info,
 		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media,
-		Firmware: engine.FirmwareConfig{Dial: c.bmcs.firmware, Images: c.Firmware.Images, Timeout: c.cfg.FirmwareTimeout},
+		Firmware: engine.FirmwareConfig{Dial: c.bmcs.firmware, Images: c.Firmware.Images, Timeout: c.cfg.FirmwareTimeout, Poll: c.cfg.FirmwarePoll},
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			return engineFindings(drift.Check(inv, r))
 		},

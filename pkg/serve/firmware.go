@@ -20,6 +20,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
 	"github.com/ingot-dev/ingot/pkg/durable"
+	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/firmware"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
@@ -171,6 +172,6 @@ func (f *FirmwarePackages) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // firmware hands out the machine's pooled session for firmware work.
-func (d *bmcDialers) firmware(ctx context.Context, m *machine.Machine) (firmware.BMC, error) {
+func (d *bmcDialers) firmware(ctx context.Context, m *machine.Machine) (engine.FirmwareBMC, error) {
 	return d.pooled(ctx, m)
 }
