@@ -157,13 +157,20 @@ func (c *Client) updateService(ctx context.Context, withInfo bool) (UpdateServic
 	if err != nil {
 		return UpdateService{}, c.wrap(op, err)
 	}
-	if info != "" && withInfo {
-		if err := c.readActionInfo(ctx, api, info, &out); err != nil {
-			return out, c.wrap(op+": reading "+info, err)
-		}
-	}
+	// The ActionInfo and the inventory at once (a BMC takes two requests
+	// in flight: Config.MaxInFlight).
+	var infoErr error
+	var items []firmwareItem
 	r := &reading{}
-	for _, it := range c.firmwareOf(api, us, r) {
+	parallel(func() {
+		if info != "" && withInfo {
+			infoErr = c.readActionInfo(ctx, api, info, &out)
+		}
+	}, func() { items = c.firmwareOf(api, us, r) })
+	if infoErr != nil {
+		return out, c.wrap(op+": reading "+info, infoErr)
+	}
+	for _, it := range items {
 		out.Items = append(out.Items, it.export())
 	}
 	if len(out.Items) == 0 && len(r.problems) > 0 {

@@ -68,6 +68,7 @@ type fwState struct {
 	mu     sync.Mutex
 	busy   map[string]chan struct{} // BMC endpoint -> closed when its update ends
 	cancel map[string]bool          // campaign job IDs asked to stop
+	writes nodeWrites               // campaign node changes waiting for a write
 }
 
 func newFWState(cfg FirmwareConfig) *fwState {

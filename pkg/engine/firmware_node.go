@@ -25,6 +25,9 @@ type fwWork struct {
 	save func(ctx context.Context, change func(*FirmwareNode)) error
 	// stop reports a cancelled job: no further package starts.
 	stop func() bool
+	// svc is the firmware inventory the node was just planned from, when
+	// planned before its update began (nil: read it again).
+	svc *bmc.UpdateService
 }
 
 // errFirmwareCancelled ends a node whose job was cancelled between packages.
@@ -51,7 +54,7 @@ func (e *Engine) applyFirmware(ctx context.Context, w fwWork) error {
 		return fmt.Errorf("BMC %s: %w", w.m.BMC.Endpoint, err)
 	}
 	b := staggeredBMC{FirmwareBMC: raw, e: e, m: w.m, r: w.r}
-	var svc *bmc.UpdateService
+	svc := w.svc
 	if !n.Planned {
 		if svc, n, err = e.planFirmware(ctx, w, b); err != nil {
 			return err

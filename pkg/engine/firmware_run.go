@@ -6,23 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
+	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/firmware"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // runCampaign drives a firmware campaign until every node has ended or
 // ctx does (serve stopping: the next Run resumes it from what each node
-// persisted). Nodes start as the gate admits them: one update per BMC, the
-// campaign's per-rack and total limits, its pause and windows.
+// persisted). Nodes are planned ahead of their turns (planCampaign: reads,
+// which take no update slot) and start as the gate admits them: one update
+// per BMC, the campaign's per-rack and total limits, its pause and windows.
 func (e *Engine) runCampaign(ctx context.Context, id string) {
-	j, err := e.jobs.GetJob(ctx, id)
-	if err != nil || j.State != store.JobRunning {
-		return
-	}
-	sp, st, err := Firmware(j)
+	sp, st, err := e.campaign(ctx, id)
 	if err != nil {
-		e.endCampaign(ctx, id, err.Error())
 		return
 	}
 	lim, err := sp.limits()
@@ -33,6 +32,7 @@ func (e *Engine) runCampaign(ctx context.Context, id string) {
 	if st.Cancel != "" {
 		e.fw.setCancelled(id, true)
 	}
+	plans := e.planCampaign(ctx, id, sp, st.Nodes)
 	g, _ := firmware.NewGate(lim)
 	var nodes []firmware.Node
 	for _, n := range st.Nodes {
@@ -42,7 +42,7 @@ func (e *Engine) runCampaign(ctx context.Context, id string) {
 	}
 	stop := func() bool { return e.fw.cancelled(id) }
 	results := firmware.Run(ctx, g, nodes, firmware.RunOptions{Retry: e.fw.cfg.Retry, Now: e.now, Stop: stop},
-		func(ctx context.Context, n firmware.Node) error { return e.campaignNode(ctx, id, sp, n.Name) })
+		func(ctx context.Context, n firmware.Node) error { return e.campaignNode(ctx, id, sp, n.Name, plans) })
 	if ctx.Err() != nil {
 		return
 	}
@@ -56,22 +56,142 @@ func (e *Engine) runCampaign(ctx context.Context, id string) {
 	e.endCampaign(ctx, id, "")
 }
 
-// campaignNode is one node's work in a campaign: its machine and recipe
-// as they are now, then applyFirmware, and the node's end persisted.
-func (e *Engine) campaignNode(ctx context.Context, jobID string, sp FirmwareSpec, machineID string) error {
-	m, err := e.machines.Get(ctx, machineID)
-	if err == nil && m.Recipe == "" {
-		err = fmt.Errorf("machine %s has no recipe", m.Name)
+// campaign reads a running campaign; an error (and the job ended failed
+// when it cannot be decoded) when it is not one.
+func (e *Engine) campaign(ctx context.Context, id string) (FirmwareSpec, FirmwareStatus, error) {
+	j, err := e.jobs.GetJob(ctx, id)
+	if err != nil {
+		return FirmwareSpec{}, FirmwareStatus{}, err
 	}
-	var w fwWork
+	if j.State != store.JobRunning {
+		return FirmwareSpec{}, FirmwareStatus{}, fmt.Errorf("firmware campaign %s is %s: %w", id, j.State, ErrEnded)
+	}
+	sp, st, err := Firmware(j)
+	if err != nil {
+		e.endCampaign(ctx, id, err.Error())
+	}
+	return sp, st, err
+}
+
+// readPlans plans a campaign's nodes, each once: the planner in the
+// background, a few BMCs at a time, ahead of the nodes' turns (so the plan
+// of the whole campaign shows early, a node whose pins its BMC cannot
+// carry out fails before anything is flashed, and a node's turn starts at
+// its update), or a node whose turn comes first, itself. Both ask get; the
+// second waits for the first's read.
+type readPlans struct {
+	e   *Engine
+	job string
+	sp  FirmwareSpec
+	mu  sync.Mutex
+	m   map[string]*nodePlan // the nodes not planned when the campaign (re)started
+}
+
+type nodePlan struct {
+	once sync.Once
+	svc  *bmc.UpdateService
+	err  error
+	at   time.Time
+}
+
+// planFresh is how old a node's plan may be for its update to start from
+// it without reading the versions again (a node held back longer, by its
+// limits or its windows, reads them again when it starts).
+const planFresh = 5 * time.Minute
+
+// get plans a node unless it is (being) planned, and returns the
+// inventory it was planned from while fresh (nil when stale, or when an
+// earlier process planned it), or why it could not be planned (the node
+// has then ended failed).
+func (p *readPlans) get(ctx context.Context, id string) (*bmc.UpdateService, error) {
+	p.mu.Lock()
+	np := p.m[id]
+	p.mu.Unlock()
+	if np == nil {
+		return nil, nil
+	}
+	np.once.Do(func() { np.svc, np.err = p.plan(ctx, id); np.at = p.e.now() })
+	if np.err != nil || p.e.now().Sub(np.at) >= planFresh {
+		return nil, np.err
+	}
+	return np.svc, nil
+}
+
+// plan plans one node; a failure ends it.
+func (p *readPlans) plan(ctx context.Context, id string) (*bmc.UpdateService, error) {
+	w, err := p.e.campaignWork(ctx, p.job, p.sp, id)
+	var b FirmwareBMC
 	if err == nil {
-		w = fwWork{job: jobID, m: m, rollback: sp.Rollback, stop: func() bool { return e.fw.cancelled(jobID) },
-			load: func(ctx context.Context) (FirmwareNode, error) { return e.loadNode(ctx, jobID, machineID) },
-			save: func(ctx context.Context, change func(*FirmwareNode)) error {
-				return e.saveNode(ctx, jobID, machineID, change)
-			}}
-		w.r, err = e.recipes(m.Recipe)
+		b, err = p.e.fw.cfg.Dial(ctx, w.m)
 	}
+	var svc *bmc.UpdateService
+	if err == nil {
+		svc, _, err = p.e.planFirmware(ctx, w, b)
+	}
+	if err != nil && ctx.Err() == nil {
+		p.e.endNode(ctx, p.job, id, err)
+	}
+	return svc, err
+}
+
+// planCampaign starts the background planner over the nodes not planned
+// yet and returns at once.
+func (e *Engine) planCampaign(ctx context.Context, id string, sp FirmwareSpec, nodes []FirmwareNode) *readPlans {
+	p := &readPlans{e: e, job: id, sp: sp, m: map[string]*nodePlan{}}
+	var todo []string
+	for _, n := range nodes {
+		if !n.final() && !n.Planned {
+			todo = append(todo, n.Machine)
+			p.m[n.Machine] = &nodePlan{}
+		}
+	}
+	go func() {
+		sem := make(chan struct{}, planParallel)
+		for _, m := range todo {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			go func() { defer func() { <-sem }(); _, _ = p.get(ctx, m) }()
+		}
+	}()
+	return p
+}
+
+// campaignWork is one node's work in a campaign, its machine and recipe as
+// they are now.
+func (e *Engine) campaignWork(ctx context.Context, jobID string, sp FirmwareSpec, machineID string) (fwWork, error) {
+	m, err := e.machines.Get(ctx, machineID)
+	if err != nil {
+		return fwWork{}, err
+	}
+	if m.Recipe == "" {
+		return fwWork{}, fmt.Errorf("machine %s has no recipe", m.Name)
+	}
+	w := fwWork{job: jobID, m: m, rollback: sp.Rollback, stop: func() bool { return e.fw.cancelled(jobID) },
+		load: func(ctx context.Context) (FirmwareNode, error) { return e.loadNode(ctx, jobID, machineID) },
+		save: func(ctx context.Context, change func(*FirmwareNode)) error {
+			return e.saveNode(ctx, jobID, machineID, change)
+		}}
+	w.r, err = e.recipes(m.Recipe)
+	return w, err
+}
+
+// campaignNode is one node's turn in a campaign: its plan (made now
+// unless the planner made it; a failed plan has ended the node), then its
+// update from that plan, and its end.
+func (e *Engine) campaignNode(ctx context.Context, jobID string, sp FirmwareSpec, machineID string, plans *readPlans) error {
+	n, err := e.loadNode(ctx, jobID, machineID)
+	if err != nil || n.final() {
+		return err
+	}
+	svc, err := plans.get(ctx, machineID)
+	if err != nil {
+		return err
+	}
+	w, err := e.campaignWork(ctx, jobID, sp, machineID)
+	w.svc = svc
 	if err == nil {
 		err = e.saveNode(ctx, jobID, machineID, func(n *FirmwareNode) {
 			if n.Started.IsZero() {
@@ -86,6 +206,12 @@ func (e *Engine) campaignNode(ctx context.Context, jobID string, sp FirmwareSpec
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	e.endNode(ctx, jobID, machineID, err)
+	return err
+}
+
+// endNode persists how a node ended (err nil: done) and tells the machine.
+func (e *Engine) endNode(ctx context.Context, jobID, machineID string, err error) {
 	state, msg := NodeDone, "every package applied and read back as pinned"
 	switch {
 	case errors.Is(err, errFirmwareCancelled):
@@ -97,7 +223,6 @@ func (e *Engine) campaignNode(ctx context.Context, jobID string, sp FirmwareSpec
 		e.log.Warn("saving a firmware node's end", "job", jobID, "machine", machineID, "err", serr)
 	}
 	e.event(ctx, machineID, "firmware."+state, msg, map[string]string{"job": jobID})
-	return err
 }
 
 // loadNode reads one node of a campaign.
@@ -117,20 +242,70 @@ func (e *Engine) loadNode(ctx context.Context, jobID, machineID string) (Firmwar
 	return st.Nodes[i], nil
 }
 
-// saveNode changes one node of a campaign and persists it with the job.
-// It writes while the job runs, and also after a cancel ended it: a step
-// in flight when the job ended still records how it ended.
+// saveNode changes one node of a campaign and persists it with the job,
+// returning once it is written. It writes while the job runs, and also
+// after a cancel ended it: a step in flight when the job ended still
+// records how it ended. Changes of many nodes share writes: the job holds
+// every node, so a change waits for the write in progress and the next
+// one carries every change that came meanwhile (a campaign of 200 nodes
+// saves a step for each of 100 in flight in a few writes, not a hundred).
 func (e *Engine) saveNode(ctx context.Context, jobID, machineID string, change func(*FirmwareNode)) error {
+	done := make(chan error, 1)
+	w := &e.fw.writes
+	w.mu.Lock()
+	if w.pending == nil {
+		w.pending, w.writing = map[string][]nodeChange{}, map[string]bool{}
+	}
+	w.pending[jobID] = append(w.pending[jobID], nodeChange{machineID, change, done})
+	lead := !w.writing[jobID]
+	w.writing[jobID] = true
+	w.mu.Unlock()
+	for lead {
+		w.mu.Lock()
+		batch := w.pending[jobID]
+		delete(w.pending, jobID)
+		if len(batch) == 0 {
+			delete(w.writing, jobID)
+			lead = false
+		}
+		w.mu.Unlock()
+		if len(batch) > 0 {
+			err := e.writeNodes(ctx, jobID, batch)
+			for _, c := range batch {
+				c.done <- err
+			}
+		}
+	}
+	return <-done
+}
+
+// nodeWrites are the node changes waiting for a campaign's next write.
+type nodeWrites struct {
+	mu      sync.Mutex
+	pending map[string][]nodeChange // job ID -> changes not yet written
+	writing map[string]bool         // job IDs a caller writes for now
+}
+
+type nodeChange struct {
+	machine string
+	change  func(*FirmwareNode)
+	done    chan error
+}
+
+// writeNodes applies changes to a campaign's nodes in one write.
+func (e *Engine) writeNodes(ctx context.Context, jobID string, changes []nodeChange) error {
 	_, err := e.jobs.UpdateJob(ctx, jobID, func(j *store.Job) error {
 		var st FirmwareStatus
 		if err := json.Unmarshal(j.Status, &st); err != nil {
 			return fmt.Errorf("job %s: decoding the firmware campaign's status: %w", j.ID, err)
 		}
-		i := slices.IndexFunc(st.Nodes, func(n FirmwareNode) bool { return n.Machine == machineID })
-		if i < 0 {
-			return fmt.Errorf("job %s has no node %s", jobID, machineID)
+		for _, c := range changes {
+			i := slices.IndexFunc(st.Nodes, func(n FirmwareNode) bool { return n.Machine == c.machine })
+			if i < 0 {
+				return fmt.Errorf("job %s has no node %s", jobID, c.machine)
+			}
+			c.change(&st.Nodes[i])
 		}
-		change(&st.Nodes[i])
 		b, err := json.Marshal(st)
 		j.Status, j.Updated = b, e.now()
 		return err

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ const (
 )
 
 type fwHarness struct {
-	t       *testing.T
+	t       testing.TB
 	s       store.Store
 	arts    *artifact.Store
 	imgURL  string
@@ -53,13 +54,29 @@ type fwHarness struct {
 	e       *engine.Engine
 	stop    func()
 	macs    int
+	poll    time.Duration
+	waitMax time.Duration // wait's limit (default a minute)
+	// bmcConfig is how the engine's pool dials a BMC.
+	bmcConfig func(endpoint string) bmc.Config
+}
+
+// tbWriter logs through a test or benchmark.
+type tbWriter struct{ tb testing.TB }
+
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // newFWHarness stores pkgs in a content store served at per-job URLs and
 // starts an engine; fw makes the recipe "gpu"'s pins from their sha256s.
-func newFWHarness(t *testing.T, fw func(shas []string) recipe.Firmware, pkgs ...[]byte) *fwHarness {
+func newFWHarness(t testing.TB, fw func(shas []string) recipe.Firmware, pkgs ...[]byte) *fwHarness {
 	t.Helper()
-	h := &fwHarness{t: t, timeout: 20 * time.Second, fake: &fakeBMC{}}
+	h := &fwHarness{t: t, timeout: 20 * time.Second, poll: 20 * time.Millisecond, fake: &fakeBMC{},
+		bmcConfig: func(endpoint string) bmc.Config {
+			return bmc.Config{Endpoint: endpoint, Username: fwUser, Password: fwPass, ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
+				RetryWait: 20 * time.Millisecond, Retries: 2, PollInterval: 10 * time.Millisecond, PowerOffTimeout: 2 * time.Second}
+		}}
 	h.s = storetest.OpenWith(t, store.Options{Timeout: time.Second})
 	var err error
 	if h.arts, err = artifact.Open(t.TempDir()); err != nil {
@@ -109,19 +126,17 @@ func (h *fwHarness) start(cfg func(*engine.Config)) {
 	}
 	pool := bmc.NewPool(nil)
 	c := engine.Config{Machines: fl, Jobs: h.s, DialBMC: h.fake.dial, Recipes: h.recipes, Tick: 5 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(tbWriter{h.t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Firmware: engine.FirmwareConfig{
 			Dial: func(ctx context.Context, m *machine.Machine) (engine.FirmwareBMC, error) {
-				return pool.Get(ctx, bmc.Config{Endpoint: m.BMC.Endpoint, Username: fwUser, Password: fwPass,
-					ConnectTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second, RetryWait: 20 * time.Millisecond, Retries: 2,
-					PollInterval: 10 * time.Millisecond, PowerOffTimeout: 2 * time.Second})
+				return pool.Get(ctx, h.bmcConfig(m.BMC.Endpoint))
 			},
 			Images: func(job string) firmware.Images {
 				return firmware.StoreImages{Store: h.arts, URLFor: func(_ context.Context, sha string) (string, error) {
 					return h.imgURL + "/" + job + "/" + sha, nil
 				}}
 			},
-			Timeout: h.timeout, Poll: 20 * time.Millisecond, Retry: 10 * time.Millisecond,
+			Timeout: h.timeout, Poll: h.poll, Retry: 10 * time.Millisecond,
 		}}
 	if cfg != nil {
 		cfg(&c)
@@ -172,7 +187,7 @@ func (h *fwHarness) enroll(name, rack, url string) *machine.Machine {
 // wait waits for a job to end and decodes its campaign.
 func (h *fwHarness) wait(id string) (*store.Job, engine.FirmwareStatus) {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(h.waitMax, time.Minute))
 	defer cancel()
 	j, err := h.e.Wait(ctx, id)
 	if err != nil {
