@@ -123,7 +123,7 @@ func updateServiceTree(res map[string]map[string]any, sys string) {
 		"@odata.id": us, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService", "Name": "Update Service",
 		"ServiceEnabled": true, "FirmwareInventory": ref(us + "/FirmwareInventory"),
 		"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
-			"target":                                    us + "/Actions/UpdateService.SimpleUpdate",
+			"target": us + "/Actions/UpdateService.SimpleUpdate",
 			"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
 		}},
 	}
