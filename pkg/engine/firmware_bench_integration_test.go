@@ -14,7 +14,6 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/engine"
-	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
@@ -67,9 +66,7 @@ func BenchmarkFirmwareCampaign200(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := newFWHarness(b, func(shas []string) recipe.Firmware {
-			return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-		}, bmcImage)
+		h := newFWHarness(b, bmcOnly, bmcImage)
 		h.timeout, h.poll, h.waitMax = 10*time.Minute, 5*time.Second, 20*time.Minute
 		h.bmcConfig = func(endpoint string) bmc.Config {
 			return bmc.Config{Endpoint: endpoint, Username: fwUser, Password: fwPass, ReadTimeout: 10 * latency, RetryWait: time.Second}

@@ -200,6 +200,18 @@ func (h *fwHarness) wait(id string) (*store.Job, engine.FirmwareStatus) {
 	return j, st
 }
 
+// bmcOnly pins the BMC's firmware to 1.46.0 (policy update).
+func bmcOnly(shas []string) recipe.Firmware {
+	return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
+}
+
+// bmcBeforeImage is bmcOnly applied before the image of every reimage.
+func bmcBeforeImage(shas []string) recipe.Firmware {
+	fw := bmcOnly(shas)
+	fw.Apply = recipe.ApplyBeforeImage
+	return fw
+}
+
 func bmcAndBIOS(shas []string) recipe.Firmware {
 	return recipe.Firmware{
 		BMC:  recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate},
@@ -316,9 +328,7 @@ func TestFirmwareCampaign(t *testing.T) {
 // BMC said or read; a BMC that restarts mid-update and one too busy for a
 // second update (503) are waited for and end done; the campaign fails.
 func TestFirmwareCampaignFaults(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcOnly, bmcImage)
 	h.timeout = 4 * time.Second
 	h.start(nil)
 	cases := []struct {
@@ -523,9 +533,7 @@ func TestFirmwareCampaignCancel(t *testing.T) {
 // back the nodes of the rack it names (they wait); the other rack's nodes
 // are updated meanwhile. A recipe's window works the same way.
 func TestFirmwareCampaignWindows(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcOnly, bmcImage)
 	h.start(nil)
 	for i := range 4 {
 		_, url := startBMC(t, vbmc.Update{TaskTime: 20 * time.Millisecond})
@@ -568,9 +576,7 @@ func TestFirmwareCampaignWindows(t *testing.T) {
 // TestFirmwareCampaignPreflight: machines that cannot take part are named,
 // and a machine in a campaign cannot be reimaged meanwhile.
 func TestFirmwareCampaignPreflight(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcOnly, bmcImage)
 	h.start(nil)
 	_, url := startBMC(t, vbmc.Update{TaskTime: 5 * time.Second})
 	h.enroll("n0", "rack-0", url)
@@ -602,9 +608,7 @@ func TestFirmwareCampaignPreflight(t *testing.T) {
 // TestFirmwareNoServer: an engine built without firmware refuses
 // campaigns and reimages of recipes that apply firmware before the image.
 func TestFirmwareNoServer(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{Apply: recipe.ApplyBeforeImage, BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcBeforeImage, bmcImage)
 	h.start(func(c *engine.Config) { c.Firmware = engine.FirmwareConfig{} })
 	h.enroll("n0", "rack-0", "http://127.0.0.1:1")
 	ctx := context.Background()
@@ -622,9 +626,7 @@ func TestFirmwareNoServer(t *testing.T) {
 // (let alone its image written), the job's status carries the firmware
 // step, and the time to restore starts at the firmware phase and names it.
 func TestReimageFirmwareBeforeImage(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{Apply: recipe.ApplyBeforeImage, BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcBeforeImage, bmcImage)
 	h.start(nil)
 	b, url := startBMC(t, vbmc.Update{TaskTime: 300 * time.Millisecond})
 	m := h.enroll("n0", "rack-0", url)
@@ -701,9 +703,7 @@ func TestReimageFirmwareBeforeImage(t *testing.T) {
 // from what was persisted and goes on to the BMC step, the package
 // started once.
 func TestReimageFirmwareStepResumes(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{Apply: recipe.ApplyBeforeImage, BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcBeforeImage, bmcImage)
 	h.start(nil)
 	b, url := startBMC(t, vbmc.Update{TaskTime: 500 * time.Millisecond})
 	h.enroll("n0", "rack-0", url)
@@ -741,9 +741,7 @@ func TestReimageFirmwareStepResumes(t *testing.T) {
 // recipe's load_watts starts one at a time, the others wait (an event
 // says so), even when the campaign's own limits let all three update.
 func TestFirmwareResetStaggered(t *testing.T) {
-	h := newFWHarness(t, func(shas []string) recipe.Firmware {
-		return recipe.Firmware{BMC: recipe.Pin{Version: "1.46.0", Package: shas[0], Policy: recipe.FirmwareUpdate}}
-	}, bmcImage)
+	h := newFWHarness(t, bmcOnly, bmcImage)
 	h.recipe.Power.LoadWatts = 1500
 	h.start(func(c *engine.Config) {
 		c.Racks = func() []rack.Rack { return []rack.Rack{{Name: "rack-0", StartupMarginWatts: 2000}} }

@@ -12,10 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
@@ -158,17 +156,7 @@ func (f *FirmwarePackages) serve(w http.ResponseWriter, r *http.Request) {
 	} else {
 		log.Debug("firmware package served")
 	}
-	if strings.Contains(r.Header.Get("Range"), ",") {
-		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
-		http.Error(w, "Range: one range at a time", http.StatusRequestedRangeNotSatisfiable)
-		return
-	}
-	// The whole package at 1 MB/s or better, as artifacts are held to:
-	// BMC images run to gigabytes (an HGX bundle).
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute + time.Duration(fi.Size()>>20)*time.Second))
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	http.ServeContent(w, r, sha+".bin", fi.ModTime(), file)
+	serveToBMC(w, r, sha+".bin", file, fi)
 }
 
 // firmware hands out the machine's pooled session for firmware work.
