@@ -104,6 +104,21 @@ func TestFirmwareCampaignThroughCLI(t *testing.T) {
 		j.Firmware.MaxInFlight != 2 || len(j.Firmware.Nodes[0].Steps) != 2 || j.Firmware.Nodes[0].Steps[0].Method != "simple-update" {
 		t.Errorf("job show -o json (err %v):\n%s", err, out)
 	}
+	// A campaign whose window is closed waits; a cancel ends it before any
+	// node starts.
+	closed := fmt.Sprintf("racks=r0,r1 %02d:00+1h", (time.Now().UTC().Hour()+3)%24)
+	out, errOut, err = runIngot(t, append([]string{"firmware", "apply", "fw", "--window", closed}, api...)...)
+	if err != nil {
+		t.Fatalf("firmware apply with a closed window: %v\n%s", err, errOut)
+	}
+	id = strings.Fields(out)[2]
+	out, errOut, err = runIngot(t, append([]string{"job", "cancel", id, "--reason", "wrong night"}, api...)...)
+	if err != nil || !strings.Contains(out, "cancelling: no further package starts") {
+		t.Errorf("job cancel (err %v): %s%s", err, out, errOut)
+	}
+	if j, err := prov.Engine.Wait(ctx, id); err != nil || j.State != "cancelled" || !strings.Contains(j.Reason, "0 of 4 nodes at their pins, 0 failed, 4 cancelled") {
+		t.Errorf("the cancelled campaign: %+v, %v", j, err)
+	}
 	if _, errOut, err := runIngot(t, append([]string{"firmware", "apply", "fw", "--window", "25:00-01:00"}, api...)...); err == nil ||
 		!strings.Contains(err.Error()+errOut, "expected a time of day HH:MM") {
 		t.Errorf("a bad window: %v %s", err, errOut)

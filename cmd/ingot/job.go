@@ -66,6 +66,10 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("job cancel: %w", err)
 		}
+		if j.State == wire.JobRunning && j.Firmware != nil {
+			fmt.Fprintf(e.stdout, "job %s %s: no further package starts; updates in flight finish (%s)\n", j.ID, j.Step, j.Firmware.Counts())
+			return nil
+		}
 		fmt.Fprintf(e.stdout, "job %s %s: %s\n", j.ID, j.State, j.Reason)
 		return nil
 	}
