@@ -15,10 +15,12 @@ const jobUsage = `Usage: ingot job COMMAND
 
   ls [--state running|succeeded|failed|cancelled] [--limit N] [--after KEY]
                  jobs, newest first
-  show JOB       one job with its status (phases, progress, findings, checks)
+  show JOB       one job with its status (phases, progress, findings, checks; a
+                 firmware campaign's nodes done, failed, waiting, running)
   cancel JOB [--reason TEXT]
                  end a running job: its machines turn failed (reimage them),
-                 a rollout stops before its next wave
+                 a rollout stops before its next wave, a firmware campaign
+                 before its next package (an update in flight finishes)
   evidence JOB [-f FILE]
                  the job's evidence bundle (.tar.gz, default JOB.tar.gz): the job and
                  its time to restore, the recipe it ran, events, agent log, inventory,
@@ -63,6 +65,10 @@ func runJob(ctx context.Context, e *env, args []string) error {
 		j, err := c.CancelJob(ctx, pos[0], *reason)
 		if err != nil {
 			return fmt.Errorf("job cancel: %w", err)
+		}
+		if j.State == wire.JobRunning && j.Firmware != nil {
+			fmt.Fprintf(e.stdout, "job %s %s: no further package starts; updates in flight finish (%s)\n", j.ID, j.Step, j.Firmware.Counts())
+			return nil
 		}
 		fmt.Fprintf(e.stdout, "job %s %s: %s\n", j.ID, j.State, j.Reason)
 		return nil
@@ -113,6 +119,13 @@ func writeJob(e *env, j *wire.Job) error {
 	}
 	if st := j.Rollout; st != nil {
 		writeWaveReports(e, *st)
+	}
+	if st := j.Firmware; st != nil {
+		writeFirmware(e, *st)
+	}
+	if st := j.Reimage; st != nil && st.Firmware != nil {
+		fmt.Fprintln(e.stdout, "Firmware: before the image")
+		writeFirmwareNode(e, *st.Firmware)
 	}
 	return nil
 }

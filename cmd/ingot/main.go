@@ -67,7 +67,7 @@ func commands() []command {
 		{"backup", "a consistent copy of the running server's database", runBackup},
 		{"admin", "offline: the database file directly, while no server runs (check, restore, tokens)", runAdmin},
 		{"image", "build, import and list golden images", runImage},
-		{"firmware", "import firmware packages into the content store (pins name them by sha256)", runFirmware},
+		{"firmware", "import firmware packages; plan and apply firmware campaigns to recipes' pins", runFirmware},
 		{"initramfs", "build the agent's initramfs", runInitramfs},
 		{"lab", "a network-booting QEMU lab in a network namespace", runLab},
 		{"version", "print the version", runVersion},

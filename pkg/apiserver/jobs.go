@@ -20,6 +20,8 @@ func WireJob(j *engine.Job) *wire.Job {
 		out.Reimage = wireReimage(j)
 	case "rollout":
 		out.Rollout = wireRollout(j)
+	case engine.KindFirmware:
+		out.Firmware = wireFirmware(j)
 	}
 	return out
 }
@@ -33,6 +35,10 @@ func wireReimage(j *engine.Job) *wire.ReimageStatus {
 	out := &wire.ReimageStatus{Recipe: sp.Recipe, RestoreSeconds: st.Restore.Seconds(), Bytes: st.Bytes, Total: st.Total,
 		RateBps: st.RateBps, Checks: wireChecks(st.Checks), BurnIn: wireChecks(st.BurnIn), LoadWatts: st.LoadWatts,
 		LoadSamples: st.LoadSamples, Software: st.Software, Warm: st.Warm, Log: st.Log}
+	if st.Firmware != nil {
+		n := wireFirmwareNode(*st.Firmware)
+		out.Firmware = &n
+	}
 	for _, name := range engine.PhaseOrder(st) {
 		p := st.Phases[name]
 		out.Phases = append(out.Phases, wire.Phase{Name: name, Start: p.Start, End: p.End})

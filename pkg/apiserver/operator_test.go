@@ -42,6 +42,8 @@ func TestOpenAPIMatchesWireTypes(t *testing.T) {
 		wire.Version{}, wire.Secret{}, wire.SecretRequest{}, wire.KeyRotation{}, wire.BMCRotateRequest{}, wire.BMCRotation{},
 		wire.Alert{}, wire.Reading{}, wire.PowerReport{}, wire.NodePower{}, wire.RackPower{},
 		wire.CapacityPlan{}, wire.RackRoom{}, wire.DrillCandidateRequest{}, wire.DrillRequest{}, wire.Drill{}, wire.RecipeReadiness{},
+		wire.FirmwarePlan{}, wire.FirmwareEntry{}, wire.FirmwarePackage{}, wire.FirmwareApplyRequest{}, wire.FirmwareStatus{},
+		wire.FirmwareNodeStatus{}, wire.FirmwareStep{},
 		machine.Machine{}} {
 		typ := reflect.TypeOf(v)
 		schema, ok := doc.Components.Schemas[typ.Name()]

@@ -193,6 +193,8 @@ func (s *Server) routes() []route {
 		{"PUT", "/api/v1/machines/{id}/drill-candidate", operator, s.putDrillCandidate, smallBody},
 		{"POST", "/api/v1/drills", operator, s.postDrill, smallBody},
 		{"GET", "/api/v1/recipes/readiness", operator, s.listReadiness, 0},
+		{"GET", "/api/v1/firmware/plan", operator, s.getFirmwarePlan, 0},
+		{"POST", "/api/v1/firmware/apply", operator, s.postFirmwareApply, smallBody},
 		{"POST", api.PathCredential, public, s.agentCredential, smallBody},
 		{"POST", api.PathExchange, exchange, s.agentExchange, smallBody},
 		{"GET", api.PathTask, agent, s.agentTask, 0},

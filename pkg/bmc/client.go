@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,13 +306,37 @@ func basicFallback(err error) bool {
 	return true
 }
 
-// verify makes one authenticated request: the Systems collection.
+// verify makes one authenticated request: the Systems collection, whose
+// members also tell which System power, boot and BIOS act on (remembered:
+// the first power action then reads only the System).
 func (c *Client) verify(ctx context.Context, api *gofish.APIClient) error {
 	resp, err := api.WithContext(ctx).Get("/redfish/v1/Systems")
-	if resp != nil {
-		resp.Body.Close()
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return err
 	}
-	return err
+	defer resp.Body.Close()
+	var col struct {
+		Members []struct {
+			ID string `json:"@odata.id"`
+		} `json:"Members"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&col) == nil {
+		var links []string
+		for _, m := range col.Members {
+			links = append(links, m.ID)
+		}
+		if uri, perr := pickSystem(links, c.cfg.SystemID); perr == nil {
+			c.mu.Lock()
+			if c.sysURI == "" {
+				c.sysURI = uri
+			}
+			c.mu.Unlock()
+		}
+	}
+	return nil
 }
 
 // logout deletes api's session (if any; the renewed one where the BMC

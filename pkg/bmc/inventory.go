@@ -474,11 +474,32 @@ func (c *Client) readFirmware(api *gofish.APIClient, r *reading) []firmwareItem 
 		return nil
 	}
 	r.problem("/redfish/v1/UpdateService", err)
-	if us == nil || link(us.RawData, "FirmwareInventory") == "" {
+	if us == nil {
 		return nil
 	}
-	items, err := us.FirmwareInventory()
-	r.problem("/redfish/v1/UpdateService/FirmwareInventory", err)
+	return c.firmwareOf(api, us, r)
+}
+
+// firmwareOf reads an UpdateService's FirmwareInventory: in one request
+// with $expand where the service root says it expands ("." without links,
+// else "*"; a refused $expand falls back to a read per member).
+func (c *Client) firmwareOf(api *gofish.APIClient, us *schemas.UpdateService, r *reading) []firmwareItem {
+	uri := link(us.RawData, "FirmwareInventory")
+	if uri == "" {
+		return nil
+	}
+	var opts []schemas.QueryGroupOption
+	if api.Service != nil {
+		eq := api.Service.ProtocolFeaturesSupported.ExpandQuery
+		switch {
+		case eq.NoLinks:
+			opts = append(opts, schemas.WithCollectionQueryOpts(schemas.WithExpand(schemas.ExpandOptionPeriod), schemas.WithExpandFallback(true)))
+		case eq.ExpandAll:
+			opts = append(opts, schemas.WithCollectionQueryOpts(schemas.WithExpand(schemas.ExpandOptionAsterisk), schemas.WithExpandFallback(true)))
+		}
+	}
+	items, err := schemas.GetCollectionObjects[schemas.SoftwareInventory](api, uri, opts...)
+	r.problem(uri, err)
 	var out []firmwareItem
 	for _, it := range items {
 		if it.Version != "" {

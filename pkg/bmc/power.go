@@ -59,20 +59,28 @@ func (c *Client) findSystem(api *gofish.APIClient) (string, error) {
 	if err != nil {
 		return "", c.wrap("reading /redfish/v1/Systems", err)
 	}
-	if len(col.ItemLinks) == 0 {
-		return "", &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "reading /redfish/v1/Systems",
-			Err: errors.New("the Systems collection is empty")}
+	uri, err := pickSystem(col.ItemLinks, c.cfg.SystemID)
+	if err != nil {
+		return "", &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "choosing the system", Err: err}
 	}
-	if c.cfg.SystemID == "" {
-		return col.ItemLinks[0], nil
+	return uri, nil
+}
+
+// pickSystem chooses among the Systems collection's members: the one
+// whose Id is systemID, else the first.
+func pickSystem(links []string, systemID string) (string, error) {
+	if len(links) == 0 {
+		return "", errors.New("the Systems collection is empty")
 	}
-	for _, l := range col.ItemLinks {
-		if path.Base(l) == c.cfg.SystemID {
+	if systemID == "" {
+		return links[0], nil
+	}
+	for _, l := range links {
+		if path.Base(l) == systemID {
 			return l, nil
 		}
 	}
-	return "", &Error{Kind: KindNotFound, Endpoint: c.cfg.Endpoint, Op: "choosing the system",
-		Err: fmt.Errorf("system %q not found; the BMC has %v", c.cfg.SystemID, col.ItemLinks)}
+	return "", fmt.Errorf("system %q not found; the BMC has %v", systemID, links)
 }
 
 // PowerState returns the system's power state: On, Off, PoweringOn, ...

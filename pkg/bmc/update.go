@@ -131,8 +131,15 @@ type actionInfo struct {
 }
 
 // UpdateService reads the BMC's UpdateService, the SimpleUpdate
-// ActionInfo where it has one, and the firmware inventory.
+// ActionInfo where it has one, and the firmware inventory (in one request
+// where the service root offers $expand).
 func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
+	return c.updateService(ctx, true)
+}
+
+// updateService reads the UpdateService and its inventory; withInfo reads
+// SimpleUpdate's ActionInfo too (what starting an update needs).
+func (c *Client) updateService(ctx context.Context, withInfo bool) (UpdateService, error) {
 	const op = "reading the UpdateService"
 	api, err := c.gf(ctx)
 	if err != nil {
@@ -150,13 +157,20 @@ func (c *Client) UpdateService(ctx context.Context) (UpdateService, error) {
 	if err != nil {
 		return UpdateService{}, c.wrap(op, err)
 	}
-	if info != "" {
-		if err := c.readActionInfo(ctx, api, info, &out); err != nil {
-			return out, c.wrap(op+": reading "+info, err)
-		}
-	}
+	// The ActionInfo and the inventory at once (a BMC takes two requests
+	// in flight: Config.MaxInFlight).
+	var infoErr error
+	var items []firmwareItem
 	r := &reading{}
-	for _, it := range c.readFirmware(api, r) {
+	parallel(func() {
+		if info != "" && withInfo {
+			infoErr = c.readActionInfo(ctx, api, info, &out)
+		}
+	}, func() { items = c.firmwareOf(api, us, r) })
+	if infoErr != nil {
+		return out, c.wrap(op+": reading "+info, infoErr)
+	}
+	for _, it := range items {
 		out.Items = append(out.Items, it.export())
 	}
 	if len(out.Items) == 0 && len(r.problems) > 0 {
@@ -215,9 +229,10 @@ func (c *Client) readActionInfo(ctx context.Context, api *gofish.APIClient, uri 
 }
 
 // FirmwareItems lists the firmware inventory with each entry's URI,
-// normalised name and version.
+// normalised name and version: the UpdateService and its inventory, no
+// ActionInfo (two requests where the service root offers $expand).
 func (c *Client) FirmwareItems(ctx context.Context) ([]FirmwareItem, error) {
-	us, err := c.UpdateService(ctx)
+	us, err := c.updateService(ctx, false)
 	return us.Items, err
 }
 

@@ -88,6 +88,7 @@ func progressKey(j *wire.Job) string {
 		State, Step string
 		Reimage     *wire.ReimageStatus
 		Rollout     *wire.RolloutStatus
-	}{j.State, j.Step, j.Reimage, j.Rollout})
+		Firmware    *wire.FirmwareStatus
+	}{j.State, j.Step, j.Reimage, j.Rollout, j.Firmware})
 	return string(b)
 }

@@ -493,6 +493,9 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 		if p, ok := st.Phases["bmc"]; ok {
 			start = p.Start
 		}
+		if p, ok := st.Phases["firmware"]; ok && p.Start.Before(start) {
+			start = p.Start // firmware.apply before-image: restore counts it
+		}
 		st.Restore = now.Sub(start)
 		j.State, j.Step, j.Updated = store.JobSucceeded, "done", now
 		return formatPhases(st), encodeStatus(j, st)

@@ -148,6 +148,9 @@ type Config struct {
 	// start-up margin (default 2 minutes: a GPU server's fans and inrush
 	// settle within its POST).
 	StartupSettle time.Duration
+	// Firmware sets up firmware campaigns and reimages' firmware step
+	// (firmware.go); its zero value refuses them.
+	Firmware FirmwareConfig
 }
 
 // Engine runs provisioning jobs.
@@ -182,6 +185,7 @@ type Engine struct {
 	media    Media
 	warm     func(ctx context.Context, m *machine.Machine, jobID string) error
 	bootURL  string
+	fw       *fwState // firmware jobs (firmware.go)
 }
 
 // New builds an Engine.
@@ -208,6 +212,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.warm, e.bootURL = cfg.Warm, strings.TrimRight(cfg.BootURL, "/")
 	e.media = cfg.Media
+	e.fw = newFWState(cfg.Firmware)
 	e.gate.settle = cfg.StartupSettle
 	if e.gate.settle <= 0 {
 		e.gate.settle = 2 * time.Minute
@@ -239,8 +244,9 @@ const (
 	StepVerify    = "verify"    // BIOS attributes stuck, driver pins match
 )
 
-// Phases for the time-to-restore report.
-var Phases = []string{"bmc", "post+boot", "inventory", "image", "checks", "reboot+firstboot", "verify"}
+// Phases for the time-to-restore report, in the order a job goes through
+// them: "firmware" (recipe firmware.apply before-image) comes first.
+var Phases = []string{"firmware", "bmc", "post+boot", "inventory", "image", "checks", "reboot+firstboot", "verify"}
 
 // ReimageSpec is the input of a reimage job.
 type ReimageSpec struct {
@@ -288,6 +294,9 @@ type ReimageStatus struct {
 	// Warm says how a warm reimage's first attempt went: "kexec" (the
 	// node took the request) or why it fell back to the BMC.
 	Warm string `json:"warm,omitempty"`
+	// Firmware is the firmware step's progress (recipe firmware.apply:
+	// before-image), nil without one.
+	Firmware *FirmwareNode `json:"firmware,omitempty"`
 }
 
 // Phase is when one phase started and ended.

@@ -52,8 +52,9 @@ func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) 
 		r = nil
 	}
 	if r != nil {
-		p.Steps = planSteps(r)
+		p.Steps = append(firmwareSteps(r), planSteps(r)...)
 		p.Problems = append(p.Problems, e.missingArtifacts(r)...)
+		p.Problems = append(p.Problems, e.firmwareProblems(r)...)
 		if _, err := hostname(r, m); err != nil {
 			p.Problems = append(p.Problems, err.Error())
 		}
@@ -62,6 +63,9 @@ func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) 
 	}
 	if job, _ := e.activeJob(ctx, m.ID); job != nil {
 		p.Problems = append(p.Problems, fmt.Sprintf("machine is already in job %s (step %s)", job.ID, job.Step))
+	}
+	if job := e.firmwareJobOf(ctx, m.ID); job != nil {
+		p.Problems = append(p.Problems, fmt.Sprintf("machine is in firmware campaign %s", job.ID))
 	}
 	if err := e.probeBMC(ctx, m); err != nil {
 		p.Problems = append(p.Problems, err.Error())
@@ -200,6 +204,7 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 		Step: StepBMC, Spec: spec, Created: e.now(), Updated: e.now(),
 		Deadline: e.now().Add(e.defaults.Power.D()),
 	}
+	e.firmwareFirst(job, sp)
 	if err := e.jobs.CreateJob(ctx, job); err != nil {
 		return nil, fmt.Errorf("creating reimage job for %s: %w", m.Name, err)
 	}
@@ -327,6 +332,9 @@ func (e *Engine) Cancel(ctx context.Context, jobID, actor, reason string) (*stor
 	msg := "cancelled by " + actor
 	if reason != "" {
 		msg += ": " + reason
+	}
+	if j.Kind == KindFirmware {
+		return e.cancelFirmware(ctx, jobID, msg)
 	}
 	if j.Kind == "rollout" {
 		var st RolloutStatus

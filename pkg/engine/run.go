@@ -30,7 +30,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			go e.driveRollout(ctx, j.ID)
 			continue
 		}
-		if j.Step == StepBMC || j.Step == StepHandoff {
+		if j.Step == StepBMC || j.Step == StepHandoff || j.Step == StepFirmware || j.Kind == KindFirmware {
 			e.kick <- j.ID
 		}
 		if j.Step == StepFirstBoot {
@@ -91,6 +91,9 @@ func firstOf(s []string) string {
 func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 	j, err := e.jobs.GetJob(ctx, jobID)
 	if err != nil || j.State != store.JobRunning {
+		return
+	}
+	if e.runFirmwareJob(ctx, j) {
 		return
 	}
 	sp, err := decodeSpec(j)

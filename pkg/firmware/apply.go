@@ -74,6 +74,7 @@ type Step struct {
 	Want      map[string]string `json:"want"`             // target -> pinned version
 	ApplyTime string            `json:"apply_time"`       // immediate, on-reset, ac-cycle
 	Before    map[string]string `json:"before,omitempty"` // versions when the step began
+	After     map[string]string `json:"after,omitempty"`  // versions read back at the pins (done)
 	Phase     Phase             `json:"phase"`
 	Method    string            `json:"method,omitempty"` // simple-update, multipart-push, http-push
 	Task      string            `json:"task,omitempty"`   // the task (or its monitor) to follow
@@ -153,6 +154,10 @@ type run struct {
 	s        Step
 	deadline time.Time
 	us       bmc.UpdateService
+	// fresh: the versions of Options.Service were just read (no read
+	// before the start); started: this run sent the start (the task is
+	// read first after a poll interval, not at once).
+	fresh, justStarted bool
 }
 
 // Apply carries a step forward to a final phase: checks the package's
@@ -166,7 +171,7 @@ func Apply(ctx context.Context, b BMC, imgs Images, s Step, o Options, save Save
 	o.defaults()
 	r := &run{b: b, imgs: imgs, o: o, save: save, s: s, deadline: o.Now().Add(o.Timeout)}
 	if o.Service != nil && s.Phase == PhasePending {
-		r.us = *o.Service
+		r.us, r.fresh = *o.Service, true
 		r.s.Before = map[string]string{}
 		for _, it := range r.us.Items {
 			if _, ok := s.Want[it.URI]; ok {
@@ -260,13 +265,20 @@ func away(err error) bool {
 
 // wait sleeps one poll interval, or fails when the deadline has passed.
 func (r *run) wait(ctx context.Context, what string, last error) error {
-	if !r.o.Now().Before(r.deadline) {
+	return r.waitFor(ctx, what, last, r.o.Poll)
+}
+
+// waitFor sleeps d (never past the deadline), or fails when the deadline
+// has passed.
+func (r *run) waitFor(ctx context.Context, what string, last error, d time.Duration) error {
+	now := r.o.Now()
+	if !now.Before(r.deadline) {
 		if last != nil {
 			return fmt.Errorf("%w after %s: %s (last: %v)", ErrTimeout, r.o.Timeout, what, last)
 		}
 		return fmt.Errorf("%w after %s: %s", ErrTimeout, r.o.Timeout, what)
 	}
-	return r.o.Sleep(ctx, r.o.Poll)
+	return r.o.Sleep(ctx, max(min(d, r.deadline.Sub(now)), time.Millisecond))
 }
 
 // withBMC calls fn until it succeeds, fails for good, or the deadline

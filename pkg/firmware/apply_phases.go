@@ -29,10 +29,14 @@ func (r *run) start(ctx context.Context) (Phase, error) {
 	if err := r.checkPackage(ctx); err != nil {
 		return "", err
 	}
-	before, err := r.versions(ctx)
-	if err != nil {
-		return "", err
+	before := r.s.Before
+	if !r.fresh || before == nil {
+		var err error
+		if before, err = r.versions(ctx); err != nil {
+			return "", err
+		}
 	}
+	r.fresh = false // a start retried after a busy BMC reads them again
 	if r.s.Before == nil {
 		r.s.Before = before
 	}
@@ -82,7 +86,7 @@ func (r *run) request(ctx context.Context) (bmc.UpdateRequest, error) {
 
 // started records what the BMC answered to the start.
 func (r *run) started(st bmc.UpdateStart) Phase {
-	r.s.Method = st.Method
+	r.justStarted, r.s.Method = true, st.Method
 	r.s.Task = st.Task
 	if r.s.Task == "" {
 		r.s.Task = st.Monitor
@@ -145,8 +149,16 @@ func (r *run) ours(tasks []bmc.Task) (bmc.Task, bool) {
 
 // follow (PhaseRunning): read the task until it ends. A BMC away is
 // waited for; a task the BMC no longer knows (it restarted and forgot it)
-// goes on to the reset, and the versions decide.
+// goes on to the reset, and the versions decide. A task this run started
+// is first read after a poll interval, then when its progress says it
+// should end (nextRead); one found running after a restart at once.
 func (r *run) follow(ctx context.Context) (Phase, error) {
+	if r.justStarted {
+		r.justStarted = false
+		if err := r.wait(ctx, "task "+r.s.Task, nil); err != nil {
+			return "", err
+		}
+	}
 	for {
 		var t bmc.Task
 		err := r.withBMC(ctx, "following task "+r.s.Task, func() (err error) {
@@ -164,10 +176,27 @@ func (r *run) follow(ctx context.Context) (Phase, error) {
 		case t.Done():
 			return PhaseReset, nil
 		}
-		if err := r.wait(ctx, fmt.Sprintf("task %s (%s, %d%%)", r.s.Task, t.State, t.Percent), nil); err != nil {
+		if err := r.waitFor(ctx, fmt.Sprintf("task %s (%s, %d%%)", r.s.Task, t.State, t.Percent), nil, r.nextRead(t)); err != nil {
 			return "", err
 		}
 	}
+}
+
+// nextRead is how long to wait before reading a running task again: the
+// time its progress so far says is left (elapsed since the start times
+// what is left over what is done; the whole percent reported is at most
+// the true one, and the elapsed time counts the start's answer, so this
+// is never early) and a tenth of the poll interval, at least a fifth of the poll interval and at most six of them
+// (a BMC's percentages are not always even). Without a percentage, or
+// without a start time, the poll interval.
+func (r *run) nextRead(t bmc.Task) time.Duration {
+	elapsed := r.o.Now().Sub(r.s.Started)
+	if t.Percent <= 0 || t.Percent >= 100 || r.s.Started.IsZero() || elapsed <= 0 {
+		return r.o.Poll
+	}
+	p := float64(t.Percent)
+	rest := time.Duration(float64(elapsed)*(100-p)/p) + r.o.Poll/10 // a little after: not one read too early
+	return min(max(rest, r.o.Poll/5), 6*r.o.Poll)
 }
 
 func orNone(s string) string {
@@ -207,6 +236,7 @@ func (r *run) verify(ctx context.Context) (Phase, error) {
 			if err := r.checkAfter(); err != nil {
 				return "", err
 			}
+			r.s.After = have
 			return PhaseDone, nil
 		}
 		if werr := r.wait(ctx, "the versions after the update", nil); werr != nil {

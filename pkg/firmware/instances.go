@@ -172,3 +172,34 @@ func firstOf(s ...string) string {
 	}
 	return ""
 }
+
+// WithFirmware is inv (a BMC inventory) with the firmware the BMC lists
+// now: its Firmware entries replaced by items (each by its normalised
+// name) and the System's BIOS and BMC versions by the first item of their
+// class, so that drift judges the versions running after an update.
+func WithFirmware(inv machine.Inventory, items []bmc.FirmwareItem) machine.Inventory {
+	inv.Firmware = nil
+	bios, bmcv := "", ""
+	for _, in := range Instances(items, machine.Inventory{}) {
+		if in.Source != "redfish" || in.Version == "" {
+			continue
+		}
+		inv.Firmware = append(inv.Firmware, machine.Firmware{Component: in.Component, Version: in.Version})
+		switch {
+		case in.Class == ClassBIOS && bios == "":
+			bios = in.Version
+		case in.Class == ClassBMC && bmcv == "":
+			bmcv = in.Version
+		}
+	}
+	if bios != "" {
+		inv.System.BIOSVersion = bios
+	}
+	if bmcv != "" {
+		inv.System.BMCVersion = bmcv
+	}
+	if inv.Source == "" {
+		inv.Source = "redfish"
+	}
+	return inv
+}

@@ -12,8 +12,9 @@ import (
 // writeBMCTree writes the Redfish tree a lab machine's virtual BMC serves:
 // one System (the QEMU VM) with the boot targets and reset types QEMU can
 // honour, a BIOS with a settings object, one Manager with a virtual CD
-// drive and one Chassis. It is ingot's own description of a QEMU machine,
-// not a copy of a vendor capture.
+// drive, one Chassis, and an UpdateService (updateServiceTree). It is
+// ingot's own description of a QEMU machine, not a copy of a vendor
+// capture.
 func writeBMCTree(dir, name string, memMiB int) error {
 	sys := "/redfish/v1/Systems/1"
 	res := map[string]map[string]any{
@@ -65,7 +66,7 @@ func writeBMCTree(dir, name string, memMiB int) error {
 		"Managers": collection("/redfish/v1/Managers", "#ManagerCollection.ManagerCollection", "/redfish/v1/Managers/1"),
 		"Managers/1": {
 			"@odata.id": "/redfish/v1/Managers/1", "@odata.type": "#Manager.v1_19_0.Manager", "Id": "1", "Name": "ingot virtual BMC",
-			"ManagerType": "BMC", "FirmwareVersion": "ingot-vbmc", "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+			"ManagerType": "BMC", "FirmwareVersion": LabBMCFirmware, "Status": map[string]any{"State": "Enabled", "Health": "OK"},
 			"VirtualMedia": ref("/redfish/v1/Managers/1/VirtualMedia"),
 		},
 		// One virtual CD drive: what is inserted goes into the VM's CD
@@ -90,6 +91,7 @@ func writeBMCTree(dir, name string, memMiB int) error {
 			"Id": "1", "Name": "User Account", "UserName": "admin", "RoleId": "Administrator", "Enabled": true,
 		},
 	}
+	updateServiceTree(res, sys)
 	for p, body := range res {
 		d := filepath.Join(dir, "redfish", "v1", filepath.FromSlash(p))
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -104,6 +106,39 @@ func writeBMCTree(dir, name string, memMiB int) error {
 		}
 	}
 	return nil
+}
+
+// LabBMCFirmware is the firmware a lab BMC runs when the lab comes up.
+const LabBMCFirmware = "1.0.0"
+
+// updateServiceTree adds the UpdateService the virtual BMC runs firmware
+// updates on (pkg/vbmc: SimpleUpdate fetching an http ImageURI, a task,
+// the new version in the entry and the Manager's FirmwareVersion or the
+// System's BiosVersion it relates to): a FirmwareInventory of the BMC's
+// own firmware and the VM's BIOS.
+func updateServiceTree(res map[string]map[string]any, sys string) {
+	const us = "/redfish/v1/UpdateService"
+	res[""]["UpdateService"] = ref(us)
+	res["UpdateService"] = map[string]any{
+		"@odata.id": us, "@odata.type": "#UpdateService.v1_11_0.UpdateService", "Id": "UpdateService", "Name": "Update Service",
+		"ServiceEnabled": true, "FirmwareInventory": ref(us + "/FirmwareInventory"),
+		"Actions": map[string]any{"#UpdateService.SimpleUpdate": map[string]any{
+			"target": us + "/Actions/UpdateService.SimpleUpdate",
+			"TransferProtocol@Redfish.AllowableValues": []string{"HTTP", "HTTPS"},
+		}},
+	}
+	res["UpdateService/FirmwareInventory"] = collection(us+"/FirmwareInventory", "#SoftwareInventoryCollection.SoftwareInventoryCollection",
+		us+"/FirmwareInventory/BMC", us+"/FirmwareInventory/BIOS")
+	for _, fw := range []struct{ id, name, version, related string }{
+		{"BMC", "ingot virtual BMC", LabBMCFirmware, "/redfish/v1/Managers/1"},
+		{"BIOS", "QEMU VM BIOS", "ingot-lab-1", sys},
+	} {
+		res["UpdateService/FirmwareInventory/"+fw.id] = map[string]any{
+			"@odata.id": us + "/FirmwareInventory/" + fw.id, "@odata.type": "#SoftwareInventory.v1_10_0.SoftwareInventory",
+			"Id": fw.id, "Name": fw.name, "Version": fw.version, "Updateable": true, "Status": map[string]any{"State": "Enabled", "Health": "OK"},
+			"RelatedItem": []any{ref(fw.related)},
+		}
+	}
 }
 
 func ref(id string) map[string]any { return map[string]any{"@odata.id": id} }

@@ -20,6 +20,28 @@ type Firmware struct {
 	NIC    Pin                       `json:"nic,omitzero" doc:"NICs no hardware.nics[].firmware pins"`
 	Other  map[string]Pin            `json:"other,omitempty" doc:"component name -> pin; the name is matched against the inventory's normalised component names (hgx-baseboard matches HGX_Baseboard), unless the pin names a component"`
 	Policy map[string]FirmwareAction `json:"policy,omitempty" doc:"component -> update, block or warn, for pins in the string form (a pin mapping says its own policy); components: bios, bmc, gpu, nic, other.NAME"`
+	// Apply says when the pins with policy update are applied besides a
+	// firmware campaign (ingot firmware apply).
+	Apply FirmwareApply `json:"apply,omitempty" doc:"before-image: every reimage and rollout of the recipe first brings the pins with policy update to their versions (a firmware phase before the image, in the time to restore); default: only ingot firmware apply does" enum:"before-image"`
+}
+
+// FirmwareApply is when a recipe's update pins are applied.
+type FirmwareApply string
+
+// ApplyBeforeImage: a reimage applies the update pins before the image.
+const ApplyBeforeImage FirmwareApply = "before-image"
+
+// BeforeImage reports whether reimages apply the update pins first.
+func (f Firmware) BeforeImage() bool { return f.Apply == ApplyBeforeImage }
+
+// Updates reports whether any pin has policy update.
+func (f Firmware) Updates() bool {
+	for _, p := range f.Pins() {
+		if p.Policy == FirmwareUpdate {
+			return true
+		}
+	}
+	return false
 }
 
 // Pin is one firmware pin. The YAML string form `bios: 1.7.2` is a Pin

@@ -57,6 +57,18 @@ func TestPinForms(t *testing.T) {
 	}
 }
 
+// TestFirmwareApply: firmware.apply before-image reads, and says so.
+func TestFirmwareApply(t *testing.T) {
+	src := "name: x\nversion: '1'\nfirmware:\n  apply: before-image\n  bmc: {version: '1.46.0', package: " + pkgSHA + ", policy: update}\n"
+	r, diags := Parse("x.yaml", []byte(src))
+	if len(diags) > 0 {
+		t.Fatalf("diagnostics:\n%s", diagText(diags))
+	}
+	if !r.Firmware.BeforeImage() || !r.Firmware.Updates() {
+		t.Errorf("firmware %+v: BeforeImage %v, Updates %v; want both", r.Firmware, r.Firmware.BeforeImage(), r.Firmware.Updates())
+	}
+}
+
 // TestPinDigestUnchanged: a recipe that pins with strings has the JSON it
 // had before pins were objects.
 func TestPinDigestUnchanged(t *testing.T) {
@@ -95,6 +107,9 @@ func TestPinLint(t *testing.T) {
 		"downgrade without update": {"firmware:\n  gpu: {version: '1', allow_downgrade: true}\n", 4, "firmware.gpu.allow_downgrade",
 			"allow_downgrade only matters with policy update", true},
 		"package without update": {"firmware:\n  gpu: {version: '1', package: " + pkgSHA + "}\n", 4, "firmware.gpu.package", "a package is only applied with policy update", true},
+		"bad apply":              {"firmware:\n  bios: '1'\n  apply: before-boot\n", 5, "firmware.apply", "expected one of before-image", false},
+		"before-image, no update": {"firmware:\n  bios: '1'\n  apply: before-image\n", 5, "firmware.apply",
+			"before-image applies the pins with policy update, and this recipe has none", true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, diags := Parse("x.yaml", []byte("name: x\nversion: '1'\n"+tc.src))

@@ -23,6 +23,9 @@ func (l *linter) firmware(r *Recipe) {
 		}
 	}
 	l.firmwarePolicy(f)
+	if f.BeforeImage() && !f.Updates() {
+		l.warn("firmware.apply", "before-image applies the pins with policy update, and this recipe has none: nothing is flashed")
+	}
 }
 
 // pinPath is the field path of a pin key: firmware.bios, firmware.other.cpld.

@@ -120,6 +120,17 @@ type Config struct {
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
 	// with --dhcp full and neighbour otherwise.
 	AgentBinding string `yaml:"agent_binding"`
+
+	// FirmwareURL is the boot listener as BMCs reach it: firmware packages
+	// are served there at /firmware/JOB/TOKEN/SHA256 (default: PublicURL).
+	FirmwareURL string `yaml:"firmware_url"`
+	// FirmwareTimeout bounds one package's update on one node (start, the
+	// BMC's task, the reset, the version read back).
+	FirmwareTimeout time.Duration `yaml:"firmware_timeout"`
+	// FirmwarePoll is the first wait before reading a firmware task and
+	// the most between two reads of a version (the next task read comes
+	// when the task's progress says it ends).
+	FirmwarePoll time.Duration `yaml:"firmware_poll"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -157,6 +168,8 @@ func Defaults() Config {
 		BMCCredentialsDir:      "/etc/ingot/bmc",
 		BMCCredentialEnvPrefix: "INGOT_BMC_",
 		DiscoveryInitrd:        "agent-initrd",
+		FirmwareTimeout:        30 * time.Minute,
+		FirmwarePoll:           5 * time.Second,
 	}
 }
 
@@ -211,6 +224,10 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AlertmanagerURL, "alertmanager-url", c.AlertmanagerURL, "send alerts to this Alertmanager (or compatible) at URL/api/v2/alerts")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
+	fs.StringVar(&c.FirmwareURL, "firmware-url", c.FirmwareURL, "the boot listener as BMCs reach it: firmware campaigns serve each package there at an unguessable per-job URL "+
+		"(/firmware/JOB/TOKEN/SHA256, Range reads not rate limited) for SimpleUpdate (default: --public-url)")
+	fs.DurationVar(&c.FirmwarePoll, "firmware-poll", c.FirmwarePoll, "the first wait before reading a firmware update's task (later reads come when its progress says it ends) and between reads of a version")
+	fs.DurationVar(&c.FirmwareTimeout, "firmware-timeout", c.FirmwareTimeout, "the longest one firmware package's update on one node may take (start, the BMC's task, the reset, the version read back)")
 }
 
 // PublicLimiter is the per-address limit of the credential-less routes.
@@ -363,6 +380,15 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if c.FirmwarePoll <= 0 {
+		return fmt.Errorf("--firmware-poll %s: expected a positive duration, e.g. 5s", c.FirmwarePoll)
+	}
+	if c.FirmwareTimeout <= 0 {
+		return fmt.Errorf("--firmware-timeout %s: expected a positive duration, e.g. 30m", c.FirmwareTimeout)
+	}
+	if u := c.FirmwareURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return fmt.Errorf("--firmware-url %q: expected an http:// or https:// URL the BMCs reach the boot listener at", u)
 	}
 	if c.TokenMaxTTL <= 0 {
 		return fmt.Errorf("--token-max-ttl %s: expected a positive lifetime, e.g. 8760h", c.TokenMaxTTL)

@@ -76,9 +76,12 @@ type Parts struct {
 	keys    *secret.Keyring
 	bmcs    *bmcDialers
 	media   *VirtualMedia
-	tel     *telemetry.Service // nil: BMCs are not polled
-	limiter *ratelimit.Limiter
-	warmKey ed25519.PrivateKey
+	// Firmware serves firmware packages to BMCs at per-job URLs (Run
+	// binds it to the boot listener).
+	Firmware *FirmwarePackages
+	tel      *telemetry.Service // nil: BMCs are not polled
+	limiter  *ratelimit.Limiter
+	warmKey  ed25519.PrivateKey
 	// SIGHUP reaches both: the recipes and the API certificate reload.
 	recipeReload, tlsReload chan os.Signal
 }
@@ -99,6 +102,7 @@ func Build(ctx context.Context, cfg Config, o Options) (*Parts, error) {
 	}{
 		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"content store", c.openArtifacts},
 		{"secret keys", c.loadKeys}, {"warm reimage key", c.loadWarmKey}, {"fleet", c.buildFleet}, {"virtual media", c.buildMedia},
+		{"firmware packages", c.buildFirmware},
 		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI}, {"dashboard", c.buildWeb},
 	}
 	for _, s := range steps {
@@ -187,6 +191,11 @@ func (c *Parts) buildMedia(context.Context) (err error) {
 	return err
 }
 
+func (c *Parts) buildFirmware(context.Context) (err error) {
+	c.Firmware, err = NewFirmwarePackages(c.cfg.Data, c.arts, c.Store, c.log.With("service", "firmware"))
+	return err
+}
+
 func (c *Parts) buildEngine(context.Context) error {
 	info, err := dhcpInfo(c.cfg)
 	if err != nil {
@@ -196,6 +205,7 @@ func (c *Parts) buildEngine(context.Context) error {
 		Machines: c.Fleet, Jobs: c.Store, Leases: c.Store, Credentials: c.Auth, DialBMC: c.bmcs.engine, Warm: c.warm,
 		BootURL: c.cfg.PublicURL, Recipes: c.recipes.Get, Artifacts: c.arts, Logger: c.log.With("service", "engine"), DHCP: info,
 		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media,
+		Firmware: engine.FirmwareConfig{Dial: c.bmcs.firmware, Images: c.Firmware.Images, Timeout: c.cfg.FirmwareTimeout, Poll: c.cfg.FirmwarePoll},
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			return engineFindings(drift.Check(inv, r))
 		},
@@ -316,7 +326,7 @@ func (c *Parts) deps() (Deps, error) {
 	}
 	return Deps{Registry: reg, Store: c.Store, Discover: c.Fleet, Artifacts: c.arts, Recipes: c.recipes.Get, Tokens: c.API,
 		Logger: c.log, Mount: mount, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
-		Services: c.services(), Media: c.media, Ready: c.o.Ready}, nil
+		Services: c.services(), Media: c.media, Firmware: c.Firmware, Ready: c.o.Ready}, nil
 }
 
 // dhcpInfo tells the engine what serve's DHCP answers for (recipes'

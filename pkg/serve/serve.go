@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -49,12 +50,15 @@ type Deps struct {
 	// Mount lets other parts of ingot (the API) add handlers to the same
 	// HTTP mux, e.g. Mount: []func(*http.ServeMux){api.Register}. Patterns
 	// must not clash with the boot routes: /ipxe, /artifacts/, /boot/,
-	// /vmedia/, /metrics, /healthz.
+	// /vmedia/, /firmware/, /metrics, /healthz.
 	Mount []func(*http.ServeMux)
 	// Media builds the agent's boot CDs (the engine's Media, made before
 	// the engine); Run tells it the server's URLs and serves its CDs on
 	// the boot listener at /vmedia/. nil: no virtual media.
 	Media *VirtualMedia
+	// Firmware serves firmware packages to BMCs on the boot listener at
+	// /firmware/ (bound to --firmware-url, else the public URL). nil: none.
+	Firmware *FirmwarePackages
 	// Ready, if set, is called once every socket is bound (tests, systemd notify).
 	Ready func(Addrs)
 	// Reload delivers SIGHUP: the API certificate is loaded again.
@@ -281,6 +285,10 @@ func (b *binding) http() error {
 		// The BMC fetches CDs where firmware fetches its files.
 		b.d.Media.bind(b.publicURL, b.addrs.APIURL, b.addrs.CA)
 		b.d.Media.Register(mux, b.d.PublicLimit)
+	}
+	if b.d.Firmware != nil {
+		b.d.Firmware.Bind(cmp.Or(b.cfg.FirmwareURL, b.publicURL))
+		b.d.Firmware.Register(mux, b.d.PublicLimit)
 	}
 	apiMux := mux
 	if b.apiLn != nil {

@@ -4,9 +4,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
@@ -72,15 +69,5 @@ func (v *VirtualMedia) serveCD(w http.ResponseWriter, r *http.Request) {
 	} else {
 		log.Debug("boot CD served")
 	}
-	if strings.Contains(r.Header.Get("Range"), ",") {
-		// One range at a time: what BMCs ask, and no multipart answers.
-		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size(), 10))
-		http.Error(w, "Range: one range at a time", http.StatusRequestedRangeNotSatisfiable)
-		return
-	}
-	// The whole CD at 1 MB/s or better, as artifacts are held to.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute + time.Duration(fi.Size()>>20)*time.Second))
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	http.ServeContent(w, r, cdFile, fi.ModTime(), f)
+	serveToBMC(w, r, cdFile, f, fi)
 }

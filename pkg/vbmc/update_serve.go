@@ -309,7 +309,10 @@ func (b *BMC) advanceUpdates() {
 		}
 		changed = true
 	}
-	if changed {
+	// A running task's resource shows its progress now (PercentComplete),
+	// as a BMC's does, not the one it had when it started.
+	running := slices.ContainsFunc(b.upd.tasks, func(t *vtask) bool { return t.state == "Running" })
+	if changed || running {
 		b.syncTasks()
 	}
 }

@@ -47,11 +47,14 @@ type ReimageStatus struct {
 	Warm string `json:"warm,omitempty"`
 	// Log holds the agent's last log lines.
 	Log []string `json:"log,omitempty"`
+	// Firmware is the firmware step's progress (recipe firmware.apply:
+	// before-image).
+	Firmware *FirmwareNodeStatus `json:"firmware,omitempty"`
 }
 
 // Phase is one phase of the time to restore.
 type Phase struct {
-	Name  string    `json:"name"` // bmc, post+boot, inventory, image, checks, reboot+firstboot, verify, ...
+	Name  string    `json:"name"` // firmware, bmc, post+boot, inventory, image, checks, reboot+firstboot, verify, ...
 	Start time.Time `json:"start"`
 	End   time.Time `json:"end,omitzero"`
 }

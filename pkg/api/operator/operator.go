@@ -79,21 +79,23 @@ type InventoryDiff struct {
 	Changes []machine.Change `json:"changes"`
 }
 
-// Job is a reimage (kind reimage, a restore drill's too) or a rollout: its
-// progress is Reimage or Rollout, whichever its kind has.
+// Job is a reimage (kind reimage, a restore drill's too), a rollout or a
+// firmware campaign: its progress is Reimage, Rollout or Firmware,
+// whichever its kind has.
 type Job struct {
-	ID       string         `json:"id"`
-	Kind     string         `json:"kind"` // reimage, rollout
-	Machines []string       `json:"machines"`
-	State    string         `json:"state"` // running, succeeded, failed, cancelled
-	Step     string         `json:"step,omitempty"`
-	Attempt  int            `json:"attempt,omitempty"`
-	Reason   string         `json:"reason,omitempty"`
-	Reimage  *ReimageStatus `json:"reimage,omitempty"`
-	Rollout  *RolloutStatus `json:"rollout,omitempty"`
-	Created  time.Time      `json:"created"`
-	Updated  time.Time      `json:"updated"`
-	Deadline time.Time      `json:"deadline,omitempty"`
+	ID       string          `json:"id"`
+	Kind     string          `json:"kind"` // reimage, rollout, firmware
+	Machines []string        `json:"machines"`
+	State    string          `json:"state"` // running, succeeded, failed, cancelled
+	Step     string          `json:"step,omitempty"`
+	Attempt  int             `json:"attempt,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	Reimage  *ReimageStatus  `json:"reimage,omitempty"`
+	Rollout  *RolloutStatus  `json:"rollout,omitempty"`
+	Firmware *FirmwareStatus `json:"firmware,omitempty"`
+	Created  time.Time       `json:"created"`
+	Updated  time.Time       `json:"updated"`
+	Deadline time.Time       `json:"deadline,omitempty"`
 }
 
 // Job states.
