@@ -1,0 +1,237 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// A job's revision is the etcd mod revision of its record: it is set by
+// every write, only grows, and is never handed out again (etcd's revision
+// is the cluster's, so it is above every revision any job had). The
+// record is stored with Revision 0 and given its mod revision when read.
+
+// CreateJob stores a new job (see store.JobStore) in a transaction that
+// compares the ID's absence; j gets the record and its revision.
+func (s *Store) CreateJob(ctx context.Context, j *store.Job) error {
+	c, err := store.NewJobRecord(j, s.opts.Now())
+	if err != nil {
+		return fmt.Errorf("creating job: %w", err)
+	}
+	c.Revision = 0
+	raw, err := json.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("creating job %s: %w", c.ID, err)
+	}
+	rev, err := s.update(ctx, func(t *tx) error {
+		k := s.k.job(c.ID)
+		got, err := t.get(k)
+		if err != nil {
+			return err
+		}
+		if _, ok := got[k]; ok {
+			return store.ErrExists
+		}
+		t.put(k, raw)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("creating job %s: %w", c.ID, err)
+	}
+	c.Revision = uint64(rev)
+	*j = c
+	return nil
+}
+
+// job reads and decodes job id with its revision; store.ErrNotFound.
+func (t *tx) job(id string) (*store.Job, error) {
+	k := t.s.k.job(id)
+	got, err := t.get(k)
+	if err != nil {
+		return nil, err
+	}
+	raw, ok := got[k]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return decodeJob(raw, t.modRev(k))
+}
+
+func decodeJob(raw []byte, rev int64) (*store.Job, error) {
+	var j store.Job
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("decoding job: %w", err)
+	}
+	j.Revision = uint64(rev)
+	return &j, nil
+}
+
+// GetJob returns the job with this ID.
+func (s *Store) GetJob(ctx context.Context, id string) (*store.Job, error) {
+	var j *store.Job
+	err := s.view(ctx, func(t *tx) error {
+		var err error
+		j, err = t.job(id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// ListJobs returns jobs in the given state ("" = all) in SortJobs order.
+func (s *Store) ListJobs(ctx context.Context, state store.JobState) ([]store.Job, error) {
+	var out []store.Job
+	err := s.view(ctx, func(t *tx) error {
+		out = []store.Job{}
+		return t.scanPrefix(s.k.jobs(), false, func(kv *mvccpb.KeyValue) error {
+			j, err := decodeJob(kv.Value, kv.ModRevision)
+			if err != nil {
+				return fmt.Errorf("%s: %w", kv.Key, err)
+			}
+			if state == "" || j.State == state {
+				out = append(out, *j)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing jobs: %w", err)
+	}
+	store.SortJobs(out)
+	return out, nil
+}
+
+// UpdateJob runs fn on a copy of the job and stores the result in a
+// transaction that compares the job's revision (fn runs again on a fresh
+// copy if another writer got in between).
+func (s *Store) UpdateJob(ctx context.Context, id string, fn func(*store.Job) error) (*store.Job, error) {
+	return s.updateJob(ctx, id, nil, fn)
+}
+
+// UpdateJobRev is UpdateJob if the job is still at revision rev;
+// store.ErrStale, fn not run and nothing written, if it is not.
+func (s *Store) UpdateJobRev(ctx context.Context, id string, rev uint64, fn func(*store.Job) error) (*store.Job, error) {
+	return s.updateJob(ctx, id, &rev, fn)
+}
+
+func (s *Store) updateJob(ctx context.Context, id string, want *uint64, fn func(*store.Job) error) (*store.Job, error) {
+	var out store.Job
+	rev, err := s.update(ctx, func(t *tx) error {
+		old, err := t.job(id)
+		if err != nil {
+			return err
+		}
+		if want != nil {
+			if err := store.CheckRevision("job "+id, old.Revision, *want); err != nil {
+				return err
+			}
+		}
+		j, err := store.UpdatedJobRecord(old, fn, s.opts.Now())
+		if err != nil {
+			return err
+		}
+		j.Revision = 0
+		raw, err := json.Marshal(&j)
+		if err != nil {
+			return err
+		}
+		t.put(s.k.job(id), raw)
+		out = j
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("updating job %s: %w", id, err)
+	}
+	out.Revision = uint64(rev)
+	return &out, nil
+}
+
+// PutToken stores t under its hash, replacing a token with the same hash
+// (that is how revocation is written).
+func (s *Store) PutToken(ctx context.Context, tk store.Token) error {
+	rec, err := store.NewTokenRecord(tk, s.opts.Now())
+	if err != nil {
+		return fmt.Errorf("storing token %s: %w", tk.Name, err)
+	}
+	raw, err := json.Marshal(&rec)
+	if err != nil {
+		return fmt.Errorf("storing token %s: %w", tk.Name, err)
+	}
+	_, err = s.update(ctx, func(t *tx) error {
+		t.put(s.k.token(rec.Hash), raw)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("storing token %s: %w", tk.Name, err)
+	}
+	return nil
+}
+
+// TokenByHash returns the token stored under hash.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	var tk store.Token
+	err := s.view(ctx, func(t *tx) error {
+		k := s.k.token(hash)
+		got, err := t.get(k)
+		if err != nil {
+			return err
+		}
+		raw, ok := got[k]
+		if !ok {
+			return store.ErrNotFound
+		}
+		return json.Unmarshal(raw, &tk)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading token: %w", err) // never echo the hash
+	}
+	return &tk, nil
+}
+
+// DeleteToken removes the token stored under hash.
+func (s *Store) DeleteToken(ctx context.Context, hash string) error {
+	_, err := s.update(ctx, func(t *tx) error {
+		k := s.k.token(hash)
+		got, err := t.get(k)
+		if err != nil {
+			return err
+		}
+		if _, ok := got[k]; !ok {
+			return store.ErrNotFound
+		}
+		t.del(k)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deleting token: %w", err) // never echo the hash
+	}
+	return nil
+}
+
+// ListTokens returns every token, oldest Created first.
+func (s *Store) ListTokens(ctx context.Context) ([]store.Token, error) {
+	var out []store.Token
+	err := s.view(ctx, func(t *tx) error {
+		out = []store.Token{}
+		return t.scanPrefix(s.k.tokens(), false, func(kv *mvccpb.KeyValue) error {
+			var tk store.Token
+			if err := json.Unmarshal(kv.Value, &tk); err != nil {
+				return fmt.Errorf("decoding token: %w", err)
+			}
+			out = append(out, tk)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Token) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}

@@ -1,0 +1,348 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// etcd's documented limits (etcd --max-txn-ops and --max-request-bytes,
+// at their defaults). A transaction stays under both: maxOps compares and
+// maxOps operations (etcd counts each list apart), and maxTxnBytes of keys
+// and values, leaving room under 1.5 MiB for the request's framing and the
+// guards a caller adds.
+const (
+	maxOps      = 128
+	maxTxnBytes = 1 << 20
+)
+
+// errRetry: a transaction's compares failed (another writer changed a key
+// it read) or its pinned revision was compacted: run it again.
+var errRetry = errors.New("etcd store: transaction lost a race")
+
+// errTooBig is wrapped by a transaction that would pass etcd's limits.
+var errTooBig = errors.New("over etcd's limits for one transaction")
+
+// maxAttempts bounds the optimistic retries of one write.
+const maxAttempts = 200
+
+// tx is one optimistic transaction. Reads go to etcd (the first read pins
+// the revision every later read of the transaction is made at, so fn sees
+// one state) and record the revision of each key they saw; writes are kept
+// here, the last one to a key winning, and read back by later reads. commit
+// sends one etcd Txn that applies the writes only if every key read still
+// has the revision it had, and every guard holds.
+type tx struct {
+	s      *Store
+	ctx    context.Context
+	rev    int64               // revision reads are pinned to; 0 before the first
+	seen   map[string]readMark // keys read and what the commit compares
+	writes map[string]*write   // final state of each key written
+	order  []string            // keys in the order first written
+	ranges [][2]string         // key ranges [start, end) deleted
+	guards []clientv3.Cmp      // compares that must hold, added by the caller
+	bytes  int
+}
+
+// readMark is what a key looked like when read.
+type readMark struct {
+	exists      bool
+	val         []byte
+	mod, create int64
+	// byCreate: compare the create revision (the key is the same
+	// incarnation: a machine may be updated meanwhile, but not deleted
+	// and made again), not the mod revision (unchanged).
+	byCreate bool
+}
+
+// write is the pending state of a key: a value, or deleted.
+type write struct {
+	val []byte
+	del bool
+}
+
+// update runs fn in a transaction and commits it, running it again (fn
+// on fresh reads) when another writer got in between. It returns the
+// revision the commit made: the mod revision of every key written. fn
+// MAY run more than once and must only set what it sets on every run.
+func (s *Store) update(ctx context.Context, fn func(*tx) error) (int64, error) {
+	if err := s.ready(ctx); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		t := &tx{s: s, ctx: ctx, seen: map[string]readMark{}, writes: map[string]*write{}}
+		t.guards = s.guards(ctx)
+		err := fn(t)
+		if err == nil {
+			var rev int64
+			if rev, err = t.commit(); err == nil {
+				return rev, nil
+			}
+		}
+		if !errors.Is(err, errRetry) {
+			return 0, s.mapErr(err)
+		}
+		if attempt == maxAttempts {
+			return 0, fmt.Errorf("gave up after %d attempts, each lost to a concurrent writer: %w", attempt, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, s.mapErr(err)
+		}
+	}
+}
+
+// guards are the compares every write of ctx carries. None yet: this is
+// where a conditional write (issue 22: "and this owner key still has this
+// value", to fence job ownership) adds clientv3.Compare(clientv3.Value(key),
+// "=", owner) for the guard ctx carries; commit tells a failed guard from
+// a lost race (failedGuard).
+func (s *Store) guards(context.Context) []clientv3.Cmp { return nil }
+
+// backoff sleeps a random while that grows with attempt (at most 50ms),
+// so writers that keep colliding spread out.
+func backoff(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(min(time.Duration(attempt)*time.Millisecond, 50*time.Millisecond)))) + 100*time.Microsecond
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// get reads keys (pending writes of t first) and returns what it found by
+// key; a key absent from the map does not exist. The commit compares each
+// key's mod revision.
+func (t *tx) get(keys ...string) (map[string][]byte, error) { return t.read(false, keys) }
+
+// getSame is get comparing create revisions: the keys may change, but
+// not be deleted (and made again), before the commit.
+func (t *tx) getSame(keys ...string) (map[string][]byte, error) { return t.read(true, keys) }
+
+func (t *tx) read(byCreate bool, keys []string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var want []string
+	for _, k := range keys {
+		if w, ok := t.writes[k]; ok {
+			if !w.del {
+				out[k] = w.val
+			}
+			continue
+		}
+		if m, ok := t.seen[k]; ok {
+			if !byCreate && m.byCreate {
+				m.byCreate = false // the stricter compare wins
+				t.seen[k] = m
+			}
+			if m.exists {
+				out[k] = m.val
+			}
+			continue
+		}
+		if !slices.Contains(want, k) {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	kvs, err := t.fetch(want)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range want {
+		m := readMark{byCreate: byCreate}
+		if kv := kvs[i]; kv != nil {
+			m.exists, m.val, m.mod, m.create = true, kv.Value, kv.ModRevision, kv.CreateRevision
+			out[k] = kv.Value
+		}
+		t.seen[k] = m
+	}
+	return out, nil
+}
+
+// modRev is the mod revision key had when t read it (0: absent or unread).
+func (t *tx) modRev(key string) int64 { return t.seen[key].mod }
+
+// fetch reads keys in one request at the transaction's revision (pinning
+// it on the first read); nil for a key that does not exist.
+func (t *tx) fetch(keys []string) ([]*mvccpb.KeyValue, error) {
+	out := make([]*mvccpb.KeyValue, 0, len(keys))
+	for chunk := range slices.Chunk(keys, maxOps) {
+		ops := make([]clientv3.Op, len(chunk))
+		for i, k := range chunk {
+			ops[i] = clientv3.OpGet(k)
+			if t.rev != 0 {
+				ops[i] = clientv3.OpGet(k, clientv3.WithRev(t.rev))
+			}
+		}
+		resp, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nil, fmt.Errorf("reading at revision %d: %w", t.rev, errRetry)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", chunk[0], err)
+		}
+		if t.rev == 0 {
+			t.rev = resp.Header.Revision
+		}
+		for _, r := range resp.Responses {
+			var kv *mvccpb.KeyValue
+			if kvs := r.GetResponseRange().Kvs; len(kvs) > 0 {
+				kv = kvs[0]
+			}
+			out = append(out, kv)
+		}
+	}
+	return out, nil
+}
+
+// put sets key to val at the commit.
+func (t *tx) put(key string, val []byte) {
+	t.set(key, &write{val: val})
+	t.bytes += len(key) + len(val)
+}
+
+// del deletes key at the commit.
+func (t *tx) del(key string) {
+	t.set(key, &write{del: true})
+	t.bytes += len(key)
+}
+
+func (t *tx) set(key string, w *write) {
+	if _, ok := t.writes[key]; !ok {
+		t.order = append(t.order, key)
+	}
+	t.writes[key] = w
+}
+
+// delPrefix deletes every key under prefix at the commit. The keys are not
+// read; a write to one of them in the same transaction is not allowed by
+// etcd (keys of a transaction's operations must not overlap).
+func (t *tx) delPrefix(prefix string) { t.delRange(prefix, prefixEnd(prefix)) }
+
+// delRange deletes the keys from start up to (not including) end.
+func (t *tx) delRange(start, end string) {
+	t.ranges = append(t.ranges, [2]string{start, end})
+	t.bytes += len(start) + len(end)
+}
+
+// ops is how many operations the commit sends.
+func (t *tx) ops() int { return len(t.order) + len(t.ranges) }
+
+// fits reports whether adding ops operations and bytes bytes keeps t
+// within one etcd transaction (for callers that fill one in rounds).
+func (t *tx) fits(ops, compares, bytes int) bool {
+	return t.ops()+ops <= maxOps && len(t.seen)+len(t.guards)+compares <= maxOps && t.bytes+bytes <= maxTxnBytes
+}
+
+// commit sends the transaction. It returns the commit's revision, errRetry
+// when a compare failed, or errTooBig.
+func (t *tx) commit() (int64, error) {
+	if t.ops() == 0 {
+		return t.rev, nil // nothing to write; the reads were one state
+	}
+	cmps := slices.Clone(t.guards)
+	for _, k := range slices.Sorted(maps.Keys(t.seen)) {
+		m := t.seen[k]
+		if m.byCreate {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(k), "=", m.create))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", m.mod))
+		}
+	}
+	if len(cmps) > maxOps || t.ops() > maxOps || t.bytes > maxTxnBytes {
+		return 0, fmt.Errorf("%d compares, %d operations and %d bytes: %w (at most %d, %d and %d)",
+			len(cmps), t.ops(), t.bytes, errTooBig, maxOps, maxOps, maxTxnBytes)
+	}
+	ops := make([]clientv3.Op, 0, t.ops())
+	for _, k := range t.order {
+		if w := t.writes[k]; w.del {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, string(w.val)))
+		}
+	}
+	for _, r := range t.ranges {
+		ops = append(ops, clientv3.OpDelete(r[0], clientv3.WithRange(r[1])))
+	}
+	resp, err := t.s.cli.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("committing %d writes: %w", len(ops), err)
+	}
+	if !resp.Succeeded {
+		return 0, errRetry
+	}
+	return resp.Header.Revision, nil
+}
+
+// view runs fn on a transaction that is never committed: its reads are one
+// state (one revision). It runs fn again if that revision is compacted
+// away while fn reads.
+func (s *Store) view(ctx context.Context, fn func(*tx) error) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		t := &tx{s: s, ctx: ctx, seen: map[string]readMark{}, writes: map[string]*write{}}
+		err := fn(t)
+		if !errors.Is(err, errRetry) || attempt == maxAttempts {
+			return s.mapErr(err)
+		}
+	}
+}
+
+// scanPage is how many keys one request of a scan returns.
+const scanPage = 500
+
+// scan calls fn for each key in [start, end) in key order, at the
+// transaction's revision, a page at a time. Keys scanned are not compared
+// at the commit: a scan serves reads and deletions that hold whatever was
+// added meanwhile.
+func (t *tx) scan(start, end string, keysOnly bool, fn func(kv *mvccpb.KeyValue) error) error {
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(scanPage)}
+		if t.rev != 0 {
+			opts = append(opts, clientv3.WithRev(t.rev))
+		}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
+		resp, err := t.s.cli.Get(t.ctx, start, opts...)
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("scanning at revision %d: %w", t.rev, errRetry)
+		}
+		if err != nil {
+			return fmt.Errorf("scanning %s: %w", start, err)
+		}
+		if t.rev == 0 {
+			t.rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if err := fn(kv); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// scanPrefix is scan over every key under prefix.
+func (t *tx) scanPrefix(prefix string, keysOnly bool, fn func(kv *mvccpb.KeyValue) error) error {
+	return t.scan(prefix, prefixEnd(prefix), keysOnly, fn)
+}
