@@ -2,19 +2,24 @@ package etcd
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// group is a group commit: concurrent calls join a queue, and one of
-// them, the leader, writes what is queued (up to max calls) in one etcd
-// transaction, then hands the lead to the first call that queued
-// meanwhile, so no call waits for more rounds than its own. Each etcd
-// transaction is one raft entry, committed when a majority has it on
-// disk; sharing one among many calls is what makes a DHCP storm or an
-// agent storm cheap (etcd's raft loop also batches concurrent entries
-// into one fsync, but each still costs a request, an entry and an apply).
+// group is a group commit: concurrent calls join a queue, and each of a
+// few workers takes what is queued (up to max calls) and writes it in one
+// etcd transaction. Each etcd transaction is one raft entry, committed
+// when a majority has it on disk; sharing one among many calls is what
+// makes a DHCP storm or an agent storm cheap. Several workers keep
+// several transactions in flight (etcd's raft loop batches concurrent
+// entries into one fsync); rounds of different workers that touch one
+// key are ordered by etcd, the later one reading again (optimistic
+// concurrency), so a MAC's two leases or a machine's two events never
+// both win.
 type group[In, Out any] struct {
 	s   *Store
 	max int
@@ -26,9 +31,11 @@ type group[In, Out any] struct {
 	// call of a round is never deferred.
 	apply func(t *tx, calls []*call[In, Out]) error
 
-	mu      sync.Mutex
-	queue   []*call[In, Out]
-	leading bool
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*call[In, Out]
+	closed bool
+	done   sync.WaitGroup
 
 	rounds, calls atomic.Uint64
 }
@@ -40,12 +47,18 @@ type call[In, Out any] struct {
 	out      Out
 	err      error
 	deferred bool
-	lead     bool
 	wake     chan struct{}
 }
 
-func newGroup[In, Out any](s *Store, max int, apply func(*tx, []*call[In, Out]) error) *group[In, Out] {
-	return &group[In, Out]{s: s, max: max, apply: apply}
+// newGroup starts workers goroutines that write rounds until close.
+func newGroup[In, Out any](s *Store, max, workers int, apply func(*tx, []*call[In, Out]) error) *group[In, Out] {
+	g := &group[In, Out]{s: s, max: max, apply: apply}
+	g.cond = sync.NewCond(&g.mu)
+	for range workers {
+		g.done.Add(1)
+		go g.work()
+	}
+	return g
 }
 
 // do queues in and returns once the round that holds it has committed.
@@ -55,54 +68,60 @@ func (g *group[In, Out]) do(ctx context.Context, in In) (Out, error) {
 		return c.out, err
 	}
 	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.leading {
+	if g.closed {
 		g.mu.Unlock()
-		<-c.wake
-		if !c.lead {
-			return c.out, c.err
-		}
-	} else {
-		g.leading = true
-		g.mu.Unlock()
+		return c.out, store.ErrClosed
 	}
-	// Lead rounds until c is written (c heads the queue: a call finds no
-	// leader only when the queue is empty, and the lead goes to the head).
+	g.queue = append(g.queue, c)
+	g.cond.Signal()
+	g.mu.Unlock()
+	<-c.wake
+	return c.out, c.err
+}
+
+// work writes rounds until the group is closed and its queue empty.
+func (g *group[In, Out]) work() {
+	defer g.done.Done()
 	for {
 		g.mu.Lock()
+		for len(g.queue) == 0 && !g.closed {
+			g.cond.Wait()
+		}
+		if len(g.queue) == 0 {
+			g.mu.Unlock()
+			return
+		}
 		n := min(len(g.queue), g.max)
 		round := slices.Clone(g.queue[:n])
 		g.queue = slices.Clone(g.queue[n:])
 		g.mu.Unlock()
 		g.commit(round)
 		var back []*call[In, Out]
-		for _, r := range round {
-			if r.deferred {
-				r.deferred = false
-				back = append(back, r)
+		for _, c := range round {
+			if c.deferred {
+				c.deferred = false
+				back = append(back, c)
+				continue
 			}
+			close(c.wake)
 		}
-		g.mu.Lock()
-		g.queue = append(back, g.queue...)
-		mine := !slices.Contains(back, c)
-		if mine {
-			if len(g.queue) > 0 {
-				g.queue[0].lead = true
-				close(g.queue[0].wake)
-			} else {
-				g.leading = false
-			}
-		}
-		g.mu.Unlock()
-		for _, r := range round {
-			if r != c && !slices.Contains(back, r) {
-				close(r.wake)
-			}
-		}
-		if mine {
-			return c.out, c.err
+		if len(back) > 0 {
+			g.mu.Lock()
+			g.queue = append(back, g.queue...)
+			g.cond.Signal()
+			g.mu.Unlock()
 		}
 	}
+}
+
+// close stops the workers once the queue is empty (what is queued gets
+// ErrClosed from the store).
+func (g *group[In, Out]) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.cond.Broadcast()
+	g.mu.Unlock()
+	g.done.Wait()
 }
 
 // commit writes one round. A call whose context is done before the round
@@ -116,24 +135,35 @@ func (g *group[In, Out]) commit(round []*call[In, Out]) {
 		}
 		live = append(live, c)
 	}
-	if len(live) == 0 {
-		return
-	}
 	var zero Out
-	_, err := g.s.update(context.Background(), func(t *tx) error {
+	for len(live) > 0 {
+		_, err := g.s.update(context.Background(), func(t *tx) error {
+			for _, c := range live {
+				c.out, c.err, c.deferred = zero, nil, false
+			}
+			return g.apply(t, live)
+		})
+		if errors.Is(err, errTooBig) && len(live) > 1 {
+			// Refused before it was sent: the calls read or write more
+			// keys than one transaction takes. Write the first half; the
+			// second goes back to the queue.
+			half := len(live) / 2
+			for _, c := range live[half:] {
+				c.deferred = true
+			}
+			live = live[:half]
+			continue
+		}
+		g.rounds.Add(1)
 		for _, c := range live {
-			c.out, c.err, c.deferred = zero, nil, false
+			if err != nil && c.err == nil && !c.deferred {
+				c.out, c.err = zero, err
+			}
+			if !c.deferred && c.err == nil {
+				g.calls.Add(1)
+			}
 		}
-		return g.apply(t, live)
-	})
-	g.rounds.Add(1)
-	for _, c := range live {
-		if err != nil && c.err == nil && !c.deferred {
-			c.out, c.err = zero, err
-		}
-		if !c.deferred && c.err == nil {
-			g.calls.Add(1)
-		}
+		return
 	}
 }
 

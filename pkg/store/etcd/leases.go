@@ -15,12 +15,13 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// maxLeasesPerTxn caps the lease writes one group-commit round carries:
-// each reads at most 4 keys (its MAC's lease, the IP's index entry, the
-// lease of the MAC holding the IP, the index entry of the address it
-// leaves: 4 compares) and writes at most 3, so 24 stay under etcd's 128
-// compares with room for guards.
-const maxLeasesPerTxn = 24
+// maxLeasesPerTxn caps the lease writes one group-commit round carries.
+// A new lease reads two keys (its MAC's lease, the IP's index entry: two
+// compares) and writes two, so 60 fill etcd's 128 compares and operations
+// but for a few guards. A lease that moves or takes an address another
+// MAC held reads two more; a round that comes out over the limit is
+// halved before it is sent (group.commit).
+const maxLeasesPerTxn = 60
 
 // leaseOp is one lease write of a round: a put, or a delete of Del's lease.
 type leaseOp struct {

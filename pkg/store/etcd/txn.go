@@ -44,6 +44,7 @@ type tx struct {
 	s      *Store
 	ctx    context.Context
 	rev    int64               // revision reads are pinned to; 0 before the first
+	serial bool                // read serializably (see update)
 	seen   map[string]readMark // keys read and what the commit compares
 	writes map[string]*write   // final state of each key written
 	order  []string            // keys in the order first written
@@ -73,16 +74,29 @@ type write struct {
 // on fresh reads) when another writer got in between. It returns the
 // revision the commit made: the mod revision of every key written. fn
 // MAY run more than once and must only set what it sets on every run.
+//
+// The first attempt reads serializably (from the member the request
+// reaches, without asking the leader: one round trip less), which is
+// safe because the commit compares the revision of every key read: a
+// stale read fails the compare and the next attempt reads linearizably.
+// What the commit does not check is confirmed the same way: an attempt
+// that writes nothing, or that fn refused (store.ErrNotFound, ErrStale, a
+// key taken), runs again on linearizable reads before its answer stands.
 func (s *Store) update(ctx context.Context, fn func(*tx) error) (int64, error) {
 	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
+	serial := true
 	for attempt := 1; ; attempt++ {
-		t := &tx{s: s, ctx: ctx, seen: map[string]readMark{}, writes: map[string]*write{}}
+		t := &tx{s: s, ctx: ctx, serial: serial, seen: map[string]readMark{}, writes: map[string]*write{}}
 		t.guards = s.guards(ctx)
 		err := fn(t)
+		if err == nil && t.ops() == 0 && t.serial && t.rev != 0 {
+			serial = false // nothing to commit, so nothing checks the reads: read again
+			continue
+		}
 		if err == nil {
 			var rev int64
 			if rev, err = t.commit(); err == nil {
@@ -90,8 +104,13 @@ func (s *Store) update(ctx context.Context, fn func(*tx) error) (int64, error) {
 			}
 		}
 		if !errors.Is(err, errRetry) {
+			if t.serial && t.rev != 0 && !errors.Is(err, errTooBig) {
+				serial = false // a refusal decided on a member's local state: confirm it
+				continue
+			}
 			return 0, s.mapErr(err)
 		}
+		serial = false
 		if attempt == maxAttempts {
 			return 0, fmt.Errorf("gave up after %d attempts, each lost to a concurrent writer: %w", attempt, err)
 		}
@@ -181,14 +200,19 @@ func (t *tx) fetch(keys []string) ([]*mvccpb.KeyValue, error) {
 	for chunk := range slices.Chunk(keys, maxOps) {
 		ops := make([]clientv3.Op, len(chunk))
 		for i, k := range chunk {
-			ops[i] = clientv3.OpGet(k)
+			var opts []clientv3.OpOption
 			if t.rev != 0 {
-				ops[i] = clientv3.OpGet(k, clientv3.WithRev(t.rev))
+				opts = append(opts, clientv3.WithRev(t.rev))
 			}
+			if t.serial {
+				opts = append(opts, clientv3.WithSerializable())
+			}
+			ops[i] = clientv3.OpGet(k, opts...)
 		}
 		resp, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			return nil, fmt.Errorf("reading at revision %d: %w", t.rev, errRetry)
+		if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) {
+			// Compacted away, or a member behind the one that pinned it.
+			return nil, fmt.Errorf("reading at revision %d: %v: %w", t.rev, err, errRetry)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", chunk[0], err)
