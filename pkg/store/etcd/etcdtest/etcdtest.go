@@ -325,6 +325,26 @@ func (c *Cluster) Restart(i int) {
 	}
 }
 
+// RestartAll starts every stopped member again on its data directory
+// (after a Kill of them all: a power cut) and waits until the cluster is
+// healthy.
+func (c *Cluster) RestartAll() {
+	c.t.Helper()
+	for _, m := range c.Members {
+		if m.Running() {
+			continue
+		}
+		if err := c.start(m, ""); err != nil {
+			c.t.Fatalf("etcdtest: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.WaitHealthy(ctx); err != nil {
+		c.t.Fatalf("etcdtest: cluster not healthy after a restart of every member: %v\n%s", err, c.Logs())
+	}
+}
+
 // Logs returns the tail of every member's log.
 func (c *Cluster) Logs() string {
 	var b bytes.Buffer
