@@ -51,7 +51,7 @@ func BenchmarkEtcdVsBolt(b *testing.B) {
 			st := e.LeaseStats()
 			b.ReportMetric(float64(st.Calls)/float64(st.Rounds), "leases/txn")
 		}
-		report(b, "leases", leases*b.N, etcdD, boltD)
+		report(b, "leases", leases*b.N, "etcd", etcdD, "bolt", boltD)
 	})
 	// What group commit gains: the same 64 writers, one transaction a
 	// lease against up to 60.
@@ -65,11 +65,7 @@ func BenchmarkEtcdVsBolt(b *testing.B) {
 			etcd.SetLeaseRound(one, 1)
 			single += timeLeases(b, ctx, one, leases, 64)
 		}
-		gr, sr := float64(leases*b.N)/grouped.Seconds(), float64(leases*b.N)/single.Seconds()
-		b.ReportMetric(gr, "grouped-leases/s")
-		b.ReportMetric(sr, "one-txn-a-lease/s")
-		b.ReportMetric(gr/sr, "grouped/one")
-		b.Logf("leases on etcd: grouped %.0f/s, one transaction a lease %.0f/s, gain %.2fx", gr, sr, gr/sr)
+		report(b, "leases", leases*b.N, "grouped", grouped, "one-txn-a-lease", single)
 	})
 	b.Run("CreateMachine-16-writers", func(b *testing.B) {
 		const machines = 1000
@@ -79,17 +75,18 @@ func BenchmarkEtcdVsBolt(b *testing.B) {
 			etcdD += timeCreates(b, ctx, e, machines, 16)
 			boltD += timeCreates(b, ctx, bs, machines, 16)
 		}
-		report(b, "creates", machines*b.N, etcdD, boltD)
+		report(b, "creates", machines*b.N, "etcd", etcdD, "bolt", boltD)
 	})
 }
 
-// report puts the rates of both backends and their ratio in the result.
-func report(b *testing.B, what string, n int, etcdD, boltD time.Duration) {
-	er, br := float64(n)/etcdD.Seconds(), float64(n)/boltD.Seconds()
-	b.ReportMetric(er, "etcd-"+what+"/s")
-	b.ReportMetric(br, "bolt-"+what+"/s")
-	b.ReportMetric(er/br, "etcd/bolt")
-	b.Logf("%s: etcd (3 members) %.0f/s, bolt %.0f/s, ratio %.2f", what, er, br, er/br)
+// report puts the rates of two runs of n writes (a against b) and their
+// ratio in the result.
+func report(tb *testing.B, what string, n int, a string, aD time.Duration, b string, bD time.Duration) {
+	ar, br := float64(n)/aD.Seconds(), float64(n)/bD.Seconds()
+	tb.ReportMetric(ar, a+"-"+what+"/s")
+	tb.ReportMetric(br, b+"-"+what+"/s")
+	tb.ReportMetric(ar/br, a+"/"+b)
+	tb.Logf("%s: %s %.0f/s, %s %.0f/s, ratio %.2f", what, a, ar, b, br, ar/br)
 }
 
 // timeLeases puts n leases from writers goroutines and returns how long.
