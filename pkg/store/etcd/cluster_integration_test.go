@@ -285,3 +285,47 @@ func TestIntegrationLayoutNewer(t *testing.T) {
 		t.Errorf("OpenClient on a newer layout: %v; want ErrSchema naming 99", err)
 	}
 }
+
+// TestIntegrationTLS opens a store over TLS with a client certificate
+// (etcd --client-cert-auth) named in the URL; without the certificate,
+// or trusting another CA, the open fails.
+func TestIntegrationTLS(t *testing.T) {
+	tl := etcdtest.NewTLS(t)
+	c := etcdtest.Start(t, 1, etcdtest.Options{TLS: tl})
+	ctx := context.Background()
+	base := c.URL("tls")
+	s, err := etcd.OpenURL(ctx, base+"?cacert="+tl.CACert+"&cert="+tl.ClientCert+"&key="+tl.ClientKey, store.Options{})
+	if err != nil {
+		t.Fatalf("OpenURL over TLS with a client certificate: %v", err)
+	}
+	defer s.Close()
+	m := machine.Machine{Name: "gpu-01"}
+	if err := s.CreateMachine(ctx, &m); err != nil {
+		t.Fatalf("CreateMachine over TLS: %v", err)
+	}
+	other := etcdtest.NewTLS(t)
+	for name, u := range map[string]string{
+		"no client certificate": base + "?cacert=" + tl.CACert,
+		"another CA":            base + "?cacert=" + other.CACert + "&cert=" + tl.ClientCert + "&key=" + tl.ClientKey,
+		"plain HTTP":            base,
+	} {
+		start := time.Now()
+		_, err := etcd.OpenURL(ctx, u+sep(u)+"dial-timeout=2s", store.Options{})
+		if err == nil || !strings.Contains(err.Error(), "no answer from etcd") {
+			t.Errorf("%s: OpenURL: %v; want it refused, saying etcd did not answer", name, err)
+		}
+		t.Logf("%s: refused in %s: %v", name, time.Since(start).Round(time.Millisecond), err)
+	}
+	if _, err := etcd.OpenURL(ctx, base+"?cacert="+filepath.Join(t.TempDir(), "none.pem"), store.Options{}); err == nil ||
+		!strings.Contains(err.Error(), "reading the etcd CA") {
+		t.Errorf("a missing CA file: %v; want it named", err)
+	}
+}
+
+// sep is the separator before the next query parameter of u.
+func sep(u string) string {
+	if strings.Contains(u, "?") {
+		return "&"
+	}
+	return "?"
+}

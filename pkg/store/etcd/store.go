@@ -69,9 +69,18 @@ func Open(ctx context.Context, c Config, opts store.Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: connecting to %s: %w", c, strings.Join(c.Endpoints, ","), err)
 	}
-	s, err := OpenClient(ctx, cli, c.Prefix, opts)
+	// The client connects in the background: a wrong address, a TLS
+	// mismatch or a cluster without quorum shows only as the first request
+	// not being answered. Bound that request by the dial timeout and say so.
+	octx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	s, err := OpenClient(octx, cli, c.Prefix, opts)
 	if err != nil {
 		cli.Close()
+		if octx.Err() != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("opening store %s: no answer from etcd at %s within %s (check the endpoints, the TLS files and that the cluster has quorum): %w",
+				c, strings.Join(c.Endpoints, ","), c.DialTimeout, err)
+		}
 		return nil, fmt.Errorf("opening store %s: %w", c, err)
 	}
 	s.cfg, s.ownsCli = c, true

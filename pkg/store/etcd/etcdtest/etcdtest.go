@@ -50,6 +50,10 @@ type Options struct {
 	HeartbeatMS, ElectionMS int
 	// QuotaBytes is --quota-backend-bytes (default etcd's 2 GiB).
 	QuotaBytes int64
+	// TLS, when set, makes the members serve clients over TLS with its
+	// server certificate and require client certificates signed by its CA
+	// (peers stay on plain HTTP, on loopback).
+	TLS *TLS
 	// Args are more flags for every member.
 	Args []string
 }
@@ -64,7 +68,7 @@ type Cluster struct {
 // Member is one etcd process of a cluster.
 type Member struct {
 	Name      string
-	ClientURL string // http://127.0.0.1:port
+	ClientURL string // http://127.0.0.1:port (https with Options.TLS)
 	PeerURL   string
 	Dir       string // data directory
 	logPath   string
@@ -102,9 +106,13 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	var initial []string
+	scheme := "http://"
+	if opts.TLS != nil {
+		scheme = "https://"
+	}
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i+1),
-			ClientURL: "http://127.0.0.1:" + strconv.Itoa(ports[2*i]),
+			ClientURL: scheme + "127.0.0.1:" + strconv.Itoa(ports[2*i]),
 			PeerURL:   "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1]),
 			Dir:       filepath.Join(dir, fmt.Sprintf("m%d.etcd", i+1)),
 			logPath:   filepath.Join(dir, fmt.Sprintf("m%d.log", i+1))}
@@ -160,6 +168,9 @@ func (c *Cluster) args(m *Member, token string) []string {
 	if token != "" {
 		a = append(a, "--initial-cluster-token", token)
 	}
+	if t := c.opts.TLS; t != nil {
+		a = append(a, "--cert-file", t.ServerCert, "--key-file", t.ServerKey, "--trusted-ca-file", t.CACert, "--client-cert-auth")
+	}
 	if c.opts.QuotaBytes > 0 {
 		a = append(a, "--quota-backend-bytes", strconv.FormatInt(c.opts.QuotaBytes, 10))
 	}
@@ -209,7 +220,7 @@ func (c *Cluster) Endpoints() []string {
 func (c *Cluster) URL(prefix string) string {
 	var hosts []string
 	for _, ep := range c.Endpoints() {
-		hosts = append(hosts, strings.TrimPrefix(ep, "http://"))
+		hosts = append(hosts, strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://"))
 	}
 	return "etcd://" + strings.Join(hosts, ",") + "/" + prefix
 }
@@ -217,12 +228,22 @@ func (c *Cluster) URL(prefix string) string {
 // Client is a client of every member, closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(c.clientConfig(c.Endpoints(), 10*time.Second))
 	if err != nil {
 		t.Fatalf("etcdtest: client: %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// clientConfig is a client of endpoints (with the client certificate when
+// the cluster has TLS).
+func (c *Cluster) clientConfig(endpoints []string, dial time.Duration) clientv3.Config {
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: dial, Logger: zap.NewNop()}
+	if c.opts.TLS != nil {
+		cc.TLS = c.opts.TLS.Client.Clone()
+	}
+	return cc
 }
 
 // WaitHealthy waits until every running member answers its status with a
@@ -246,7 +267,7 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if !m.Running() {
 			continue
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(c.clientConfig([]string{m.ClientURL}, 2*time.Second))
 		if err != nil {
 			return fmt.Errorf("member %s: %w", m.Name, err)
 		}
