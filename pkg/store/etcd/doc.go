@@ -15,8 +15,9 @@
 // Extension points for the rest of issue 23:
 //   - Conditional writes (fencing a job's writes by its owner key): guards
 //     in txn.go is the one place that adds a compare to every write's
-//     transaction; update tells a failed guard from a lost race by reading
-//     the guard's key when the commit fails.
+//     transaction. When it is added, update must tell a failed guard
+//     (an error for the caller, not retried) from a lost race (retried):
+//     on a failed commit, read the guard keys again.
 //   - The store registry (issue 22): one line registering "etcd" with
 //     OpenURL; Client exposes the client for leases, sessions, elections
 //     and watches, which live beside the store, not in it.

@@ -123,8 +123,10 @@ func (s *Store) update(ctx context.Context, fn func(*tx) error) (int64, error) {
 // guards are the compares every write of ctx carries. None yet: this is
 // where a conditional write (issue 22: "and this owner key still has this
 // value", to fence job ownership) adds clientv3.Compare(clientv3.Value(key),
-// "=", owner) for the guard ctx carries; commit tells a failed guard from
-// a lost race (failedGuard).
+// "=", owner) for the guard ctx carries (what the contract's conditional
+// write passes); update must then tell a failed guard (the caller's error)
+// from a lost race (retried) by reading the guard keys after a failed
+// commit.
 func (s *Store) guards(context.Context) []clientv3.Cmp { return nil }
 
 // backoff sleeps a random while that grows with attempt (at most 50ms),
