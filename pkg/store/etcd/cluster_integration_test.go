@@ -253,7 +253,7 @@ func TestIntegrationAuth(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := etcd.OpenURL(ctx, c.URL("site-a")+"?user=ingot&password-file="+pw, store.Options{})
+	s, err := etcd.OpenURL(ctx, c.URL("site-a")+"?user=ingot&password-file="+pw+"&dial-timeout=30s", store.Options{})
 	if err != nil {
 		t.Fatalf("OpenURL with user and password file: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestIntegrationTLS(t *testing.T) {
 	c := etcdtest.Start(t, 1, etcdtest.Options{TLS: tl})
 	ctx := context.Background()
 	base := c.URL("tls")
-	s, err := etcd.OpenURL(ctx, base+"?cacert="+tl.CACert+"&cert="+tl.ClientCert+"&key="+tl.ClientKey, store.Options{})
+	s, err := etcd.OpenURL(ctx, base+"?cacert="+tl.CACert+"&cert="+tl.ClientCert+"&key="+tl.ClientKey+"&dial-timeout=30s", store.Options{})
 	if err != nil {
 		t.Fatalf("OpenURL over TLS with a client certificate: %v", err)
 	}
