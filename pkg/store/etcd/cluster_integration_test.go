@@ -329,3 +329,48 @@ func sep(u string) string {
 	}
 	return "?"
 }
+
+// TestIntegrationStaleRevisionOnFollowers writes a machine and a job, then
+// at once asks for a write at the revision before, many times over three
+// members: the caller's function never runs on the stale revision (a
+// member behind the leader still holds it; a serializable read there once
+// let it run, and the conformance suite caught it).
+func TestIntegrationStaleRevisionOnFollowers(t *testing.T) {
+	c := etcdtest.Three(t)
+	ctx := context.Background()
+	s := openPrefix(t, c.Client(t), "/stale/", store.Options{})
+	m := machine.Machine{Name: "gpu-01"}
+	if err := s.CreateMachine(ctx, &m); err != nil {
+		t.Fatal(err)
+	}
+	j := store.Job{Kind: "reimage"}
+	if err := s.CreateJob(ctx, &j); err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	for i := range 300 {
+		_, old, err := s.GetMachineRev(ctx, m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UpdateMachine(ctx, m.ID, func(m *machine.Machine) error { m.Rack = fmt.Sprint(i); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = s.UpdateMachineRev(ctx, m.ID, old, func(*machine.Machine) error { ran++; return nil })
+		if !errors.Is(err, store.ErrStale) {
+			t.Fatalf("UpdateMachineRev at the revision before: %v; want ErrStale", err)
+		}
+		oldJob := j.Revision
+		up, err := s.UpdateJob(ctx, j.ID, func(j *store.Job) error { j.Attempt = i; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = *up
+		if _, err := s.UpdateJobRev(ctx, j.ID, oldJob, func(*store.Job) error { ran++; return nil }); !errors.Is(err, store.ErrStale) {
+			t.Fatalf("UpdateJobRev at the revision before: %v; want ErrStale", err)
+		}
+	}
+	if ran > 0 {
+		t.Errorf("the caller's function ran %d times on a stale revision; want never", ran)
+	}
+}

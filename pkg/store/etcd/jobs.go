@@ -123,7 +123,7 @@ func (s *Store) UpdateJobRev(ctx context.Context, id string, rev uint64, fn func
 
 func (s *Store) updateJob(ctx context.Context, id string, want *uint64, fn func(*store.Job) error) (*store.Job, error) {
 	var out store.Job
-	rev, err := s.update(ctx, func(t *tx) error {
+	rev, err := s.updateLinearizable(ctx, func(t *tx) error {
 		old, err := t.job(id)
 		if err != nil {
 			return err

@@ -270,7 +270,7 @@ func (s *Store) UpdateMachineRev(ctx context.Context, idOrName string, rev uint6
 
 func (s *Store) updateMachine(ctx context.Context, ref string, want *uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
 	var out machine.Machine
-	rev, err := s.update(ctx, func(t *tx) error {
+	rev, err := s.updateLinearizable(ctx, func(t *tx) error {
 		id, raw, err := t.resolve(ref, true)
 		if err != nil {
 			return err

@@ -83,12 +83,25 @@ type write struct {
 // that writes nothing, or that fn refused (store.ErrNotFound, ErrStale, a
 // key taken), runs again on linearizable reads before its answer stands.
 func (s *Store) update(ctx context.Context, fn func(*tx) error) (int64, error) {
+	return s.write(ctx, true, fn)
+}
+
+// updateLinearizable is update reading linearizably from the first
+// attempt, for writes that run the caller's function on what they read:
+// UpdateMachineRev and UpdateJobRev must not run it on a revision that is
+// already stale (a member behind the leader still has the old one), and
+// no caller's function should see a state older than its own last write.
+func (s *Store) updateLinearizable(ctx context.Context, fn func(*tx) error) (int64, error) {
+	return s.write(ctx, false, fn)
+}
+
+// write is update, the first attempt reading serializably if serial.
+func (s *Store) write(ctx context.Context, serial bool, fn func(*tx) error) (int64, error) {
 	if err := s.ready(ctx); err != nil {
 		return 0, err
 	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	serial := true
 	for attempt := 1; ; attempt++ {
 		t := &tx{s: s, ctx: ctx, serial: serial, seen: map[string]readMark{}, writes: map[string]*write{}}
 		t.guards = s.guards(ctx)
