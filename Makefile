@@ -8,8 +8,13 @@ export CGO_ENABLED ?= 0
 FUZZTIME ?= 5s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
+# make deb: the packages are dated by the commit, so one commit gives the same bytes
+# (from a checkout or from its source tarball: -buildvcs=false; the version is in -X main.version).
+DEB_OUT ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 
-.PHONY: help build build-arm64 deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
+.PHONY: help build build-arm64 deb deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
 
 help: ## list the targets
 	@grep -hE '^[a-z][a-zA-Z0-9_-]*:.*## ' $(MAKEFILE_LIST) | sort | awk -F':.*## ' '{printf "  \033[36m%-17s\033[0m %s\n", $$1, $$2}'
@@ -20,6 +25,15 @@ build: ## build the static binaries into bin/
 
 build-arm64: ## ingot-agent for arm64 lab VMs (bin/ingot-agent-arm64; lab --vms arm64, test-e2e-long)
 	GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ingot-agent-arm64 ./cmd/ingot-agent
+
+deb: build ## Debian packages dist/ingot_VERSION_{amd64,arm64}.deb (DEB_OUT; arm64 cross-built), reproducible: same commit, same bytes
+	@export GOFLAGS=-buildvcs=false; for arch in amd64 arm64; do \
+	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot ./cmd/ingot && \
+	  GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o build/deb/$$arch/ingot-agent ./cmd/ingot-agent && \
+	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) GOMODCACHE=$$($(GO) env GOMODCACHE) GOROOT=$$($(GO) env GOROOT) \
+	    $(GO) run ./cmd/mkdeb --arch $$arch --bin build/deb/$$arch --host-ingot bin/ingot \
+	    --describe $(VERSION) --commit $(COMMIT) --out $(DEB_OUT) || exit 1; \
+	done
 
 deps: ## install the Debian packages tests, lab and benchmarks use (root; apt-get)
 	@.ci/deps
@@ -63,4 +77,4 @@ lab-down: ## remove everything the lab made
 	./bin/ingot lab down --dir $(LABDIR)
 
 clean: ## remove build outputs
-	rm -rf bin
+	rm -rf bin build dist

@@ -360,8 +360,9 @@ func TestAgentFirstboot(t *testing.T) {
 }
 
 // With a burn-in plan the report carries a result for every burn-in check:
-// a tool the installed system lacks is a skipped check naming it, which the
-// engine fails unless the recipe marks it optional.
+// a tool the installed system lacks could not run (skipped, naming it, with
+// its evidence for the server's judge), which the engine fails unless the
+// recipe marks it optional.
 func TestAgentFirstbootRunsBurnIn(t *testing.T) {
 	var got api.FirstBoot
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -380,8 +381,9 @@ func TestAgentFirstbootRunsBurnIn(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	if len(got.BurnIn) != 2 || !got.BurnIn[0].Skipped || got.BurnIn[0].Detail != "dcgmi not found in the installed system" ||
-		!got.BurnIn[1].Skipped || !strings.Contains(got.BurnIn[1].Detail, "gpu_burn not found") {
+	if len(got.BurnIn) != 2 || !got.BurnIn[0].Skipped || got.BurnIn[0].Detail != "dcgmi: not found in the installed system" ||
+		!got.BurnIn[1].Skipped || !strings.Contains(got.BurnIn[1].Detail, "gpu_burn: not found") ||
+		got.BurnIn[1].Verdict != api.VerdictCouldNotRun || got.BurnIn[1].Evidence == nil || got.BurnIn[1].Evidence.NotRun == "" {
 		t.Errorf("burn-in reported %+v", got.BurnIn)
 	}
 	if _, err := os.Stat(plan); !os.IsNotExist(err) {

@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agent/netup"
 	"github.com/ingot-dev/ingot/pkg/agent/pid1"
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
@@ -240,7 +241,7 @@ func installUnder(root, path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(p, data, mode)
+	return durable.WriteFile(p, data, mode)
 }
 
 func containsWord(s, prefix string) bool {

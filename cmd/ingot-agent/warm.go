@@ -8,10 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agent/pid1"
 	"github.com/ingot-dev/ingot/pkg/warm"
@@ -29,6 +27,7 @@ func runWarm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfgFile := fs.String("config", warm.ConfigPath, "the service's settings, written by the agent (JSON)")
 	dir := fs.String("dir", "/run/ingot/warm", "where the agent's kernel and initrd are downloaded (a tmpfs)")
 	listen := fs.String("listen", "", "address to listen on (default :PORT from the settings)")
+	nonces := fs.String("nonces", warm.NoncePath, "the nonces of the requests taken, so a restart does not take one again (JSON, rewritten whole)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -46,7 +45,7 @@ func runWarm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ingot-agent warm: %s: %v\n", *cfgFile, err)
 		return 1
 	}
-	svc, err := warm.NewService(cfg, *dir, pid1.Kexec, log)
+	svc, err := warm.NewService(cfg, warm.Options{Dir: *dir, Nonces: *nonces, Kexec: pid1.Kexec, Logger: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "ingot-agent warm: %v\n", err)
 		return 1
@@ -60,15 +59,15 @@ func runWarm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if addr == "" {
 		addr = net.JoinHostPort("", strconv.Itoa(cfg.Port))
 	}
-	srv := &http.Server{Addr: addr, Handler: svc, TLSConfig: tlsCfg, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	log.Info("listening for signed warm reimage requests", "addr", addr, "machine", cfg.Machine, "server", cfg.Server)
-	if err := srv.ListenAndServeTLS("", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(stderr, "ingot-agent warm: %v\n", err)
+		return 1
+	}
+	lim := warm.DefaultLimits()
+	log.Info("listening for signed warm reimage requests", "addr", addr, "machine", cfg.Machine, "server", cfg.Server,
+		"read_timeout", lim.ReadTimeout, "conns_per_client", lim.MaxConnsPerClient)
+	if err := warm.Serve(ctx, ln, svc, tlsCfg, lim, log); err != nil {
 		fmt.Fprintf(stderr, "ingot-agent warm: %v\n", err)
 		return 1
 	}

@@ -13,20 +13,20 @@ import (
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/backends"
 )
 
 // Where `ingot serve` keeps its data by default, and the file it writes
 // the first operator token into on its first start.
 const (
-	defaultServeData   = "/var/lib/ingot"
-	bootstrapTokenFile = "admin.token"
-	defaultStorePath   = defaultServeData + "/ingot.db"
+	defaultServeData = "/var/lib/ingot"
+	defaultStorePath = defaultServeData + "/ingot.db"
 )
 
-const adminUsage = `Usage: ingot admin COMMAND [--db PATH]
+const adminUsage = `Usage: ingot admin COMMAND [--db STORE]
 
-Offline administration, directly on the database file, for when no server
-runs: every other command talks to a running server. A server holds the
+Offline administration, directly on the store, for when no server runs:
+every other command talks to a running server. A server holds a bbolt
 file while it runs, and admin says so at once instead of waiting.
 
   token create NAME [--scope operator|read-only] [--ttl 720h]
@@ -40,7 +40,8 @@ file while it runs, and admin says so at once instead of waiting.
                  current file as PATH.before-restore-TIME; the backup is checked
                  first, and a damaged one changes nothing
 
---db PATH (INGOT_DB), default ` + defaultStorePath + `; -o table|json|yaml.
+--db STORE (INGOT_DB): a path or bolt:///PATH (default ` + defaultStorePath + `),
+or any store URL serve takes; -o table|json|yaml.
 `
 
 // runAdmin dispatches `ingot admin`.
@@ -50,7 +51,7 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	fs := e.flagSet("admin "+args[0], "admin "+args[0]+" ... [--db PATH]")
-	db := fs.String("db", defaultStorePath, "ingot database file")
+	db := fs.String("db", defaultStorePath, "the store: a bbolt file path or a store URL (bolt:///PATH)")
 	output := fs.String("o", "table", "output format: table, json or yaml")
 	scope := fs.String("scope", fleet.ScopeOperator, "token scope: operator or read-only")
 	ttl := fs.Duration("ttl", 0, "token lifetime (0: until revoked)")
@@ -62,9 +63,9 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if args[0] == "restore" {
-		return adminRestore(e, *db, pos)
+		return adminRestore(ctx, e, *db, pos)
 	}
-	st, err := openOffline(*db, args[0] == "token" && len(pos) > 0 && pos[0] == "create")
+	st, err := openOffline(ctx, *db, args[0] == "token" && len(pos) > 0 && pos[0] == "create")
 	if err != nil {
 		return fmt.Errorf("admin %s: %w", args[0], err)
 	}
@@ -108,8 +109,8 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 	return errUsage
 }
 
-// adminRestore puts a backup in place of the (stopped) server's database.
-func adminRestore(e *env, db string, pos []string) error {
+// adminRestore puts a backup in place of the (stopped) server's store.
+func adminRestore(ctx context.Context, e *env, db string, pos []string) error {
 	if len(pos) != 1 {
 		fmt.Fprint(e.stderr, adminUsage)
 		return errUsage
@@ -119,7 +120,7 @@ func adminRestore(e *env, db string, pos []string) error {
 		return fmt.Errorf("admin restore: %w", err)
 	}
 	defer f.Close()
-	kept, err := store.Restore(db, f, store.Options{Timeout: 200 * time.Millisecond})
+	kept, err := backends.Registry().Restore(ctx, db, f, store.Options{Timeout: 200 * time.Millisecond})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("admin restore: database %s is held by a running ingot server: stop it first (a restore replaces the file under it)", db)
 	}
@@ -134,21 +135,24 @@ func adminRestore(e *env, db string, pos []string) error {
 	return nil
 }
 
-// openOffline opens the database for admin: a file a server holds is an
-// error at once (no 5 s wait); a missing file is created only when asked
-// (the first token, before the server's first start).
-func openOffline(path string, create bool) (*store.Bolt, error) {
-	if _, err := os.Stat(path); err != nil && !create {
-		return nil, fmt.Errorf("database %s: %w (set --db or INGOT_DB)", path, err)
-	}
-	if create {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
+// openOffline opens the store for admin, by its URL through the backend
+// registry: a bbolt file a server holds is an error at once (no 5 s
+// wait); a missing file is created only when asked (the first token,
+// before the server's first start).
+func openOffline(ctx context.Context, location string, create bool) (store.Store, error) {
+	if path, ok := boltPath(location); ok {
+		if _, err := os.Stat(path); err != nil && !create {
+			return nil, fmt.Errorf("database %s: %w (set --db or INGOT_DB)", path, err)
+		}
+		if create {
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, err
+			}
 		}
 	}
-	st, err := store.Open(path, store.Options{Timeout: 200 * time.Millisecond})
+	st, err := backends.Open(ctx, location, store.Options{Timeout: 200 * time.Millisecond})
 	if errors.Is(err, store.ErrLocked) {
-		return nil, fmt.Errorf("database %s is held by a running ingot server: use the API instead (ingot --server URL ...; ingot token create), or stop the server first", path)
+		return nil, fmt.Errorf("database %s is held by a running ingot server: use the API instead (ingot --server URL ...; ingot token create), or stop the server first", location)
 	}
 	return st, err
 }

@@ -30,6 +30,10 @@ Commands:
   bios get                print the BIOS attributes in effect
   bios set K=V...         stage attributes (applied at the next reset)
   bios verify K=V...      list attributes that do not have the value (exit 1 if any)
+  quirks                  list the BMC deviations ingot knows and handles (no BMC needed)
+  firmware plan --pin COMPONENT=VERSION...
+                          per component instance: found and pinned version, and what a
+                          campaign would do (update, none, blocked-downgrade ...)
   rotate NODE...|--recipe R|--all
                           through the server (--server, as other commands): give enrolled
                           machines' BMC accounts new random passwords (secret: credentials only)
@@ -60,6 +64,10 @@ func runBMC(ctx context.Context, e *env, args []string) error {
 		return runBMCBoot(ctx, e, args[1:])
 	case "bios":
 		return runBMCBIOS(ctx, e, args[1:])
+	case "firmware":
+		return runBMCFirmware(ctx, e, args[1:])
+	case "quirks":
+		return runBMCQuirks(e, args[1:])
 	case "rotate":
 		return runBMCRotate(ctx, e, args[1:])
 	}

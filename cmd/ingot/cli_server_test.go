@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 )
 
 // TestMain lets the test binary stand in for ingot: re-executed with
@@ -71,7 +73,7 @@ func startServe(t *testing.T, recipes string, extra ...string) *cliServer {
 		}
 	})
 	s.waitHealthy(done)
-	s.tokenFile = filepath.Join(s.data, bootstrapTokenFile)
+	s.tokenFile = filepath.Join(s.data, wire.BootstrapTokenFile)
 	t.Setenv("INGOT_SERVER", s.url)
 	t.Setenv("INGOT_CA", s.caFile())
 	t.Setenv("INGOT_TOKEN_FILE", s.tokenFile)

@@ -11,6 +11,8 @@ import (
 	"sort"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // Config is the CLI's config file: named contexts (a server, its token
@@ -76,7 +78,7 @@ func saveConfig(path string, c Config) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o600)
+	return durable.WriteFile(path, b, 0o600)
 }
 
 const configUsage = `Usage: ingot config COMMAND

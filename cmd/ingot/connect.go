@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+
 	"github.com/ingot-dev/ingot/pkg/client"
 )
 
@@ -84,7 +86,7 @@ func readToken(e *env, file string) (string, error) {
 	tried := []string{file}
 	if file == "" {
 		home, _ := os.UserHomeDir()
-		tried = []string{filepath.Join(home, ".config", "ingot", "token"), filepath.Join(defaultServeData, bootstrapTokenFile)}
+		tried = []string{filepath.Join(home, ".config", "ingot", "token"), filepath.Join(defaultServeData, wire.BootstrapTokenFile)}
 	}
 	for _, p := range tried {
 		if b, err := os.ReadFile(p); err == nil {

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/journal"
 )
 
 // env carries what every subcommand needs: output streams and the process
@@ -14,6 +17,7 @@ import (
 type env struct {
 	stdout, stderr io.Writer
 	getenv         func(string) string
+	journalSocket  string // journald's native socket; "" is journal.DefaultSocket (tests replace it)
 }
 
 // flagSet returns a FlagSet that prints its usage to stderr and whose flags
@@ -52,13 +56,22 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// logger returns a text logger on stderr at the given level name.
+// logger returns a text logger on stderr at the given level name, or,
+// when stderr is the journal stream systemd gave the process (ingot.service),
+// one writing each record to the journal with its attributes as fields
+// (pkg/journal), the text logger taking what journald cannot.
 func (e *env) logger(level string) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l}))
+	text := slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l})
+	if f, ok := e.stderr.(*os.File); ok && journal.IsStream(e.getenv("JOURNAL_STREAM"), f) {
+		if h, err := journal.New(journal.Options{Socket: e.journalSocket, Identifier: "ingot", Level: l, Fallback: text}); err == nil {
+			return slog.New(h)
+		}
+	}
+	return slog.New(text)
 }
 
 // printJSON writes v as indented JSON to stdout.

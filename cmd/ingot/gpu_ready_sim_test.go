@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -23,13 +22,12 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/burnin"
 	"github.com/ingot-dev/ingot/pkg/catalog"
-	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
-	"github.com/ingot-dev/ingot/pkg/store/storetest"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
 
@@ -39,7 +37,7 @@ import (
 // which stays a template; the image pin in gpu-train-h100x8, made
 // assignable by removing its template line), and adds
 // gpu-train-h100x8-dcgm: the same class with dcgm-diag required too.
-func hgxRecipes(t *testing.T) (dir string, arts *artifact.Store) {
+func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "recipes")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -61,7 +59,6 @@ func hgxRecipes(t *testing.T) (dir string, arts *artifact.Store) {
 			t.Fatal(err)
 		}
 	}
-	storeDir := filepath.Join(t.TempDir(), "artifacts")
 	arts, err := artifact.Open(storeDir)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +105,7 @@ func hgxRecipes(t *testing.T) (dir string, arts *artifact.Store) {
 		t.Fatalf("pinned recipes: base template %v, train template %v, image %s, kernel %s",
 			base.IsTemplate(), r.IsTemplate(), r.OS.Image.SHA256, r.OS.Agent.Kernel.SHA256)
 	}
-	return dir, arts
+	return dir
 }
 
 // hgxOS is how a node's installed OS behaves at first boot.
@@ -177,7 +174,7 @@ func (n *hgxNode) history() string {
 type hgxLab struct {
 	t       *testing.T
 	st      store.Store
-	prov    *provisioning
+	prov    *serve.Parts
 	recipes func(string) (*recipe.Recipe, error)
 	url     string
 	op      string // operator token
@@ -190,29 +187,24 @@ type hgxLab struct {
 
 func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 	t.Helper()
-	dir, arts := hgxRecipes(t)
+	data := t.TempDir()
+	dir := hgxRecipes(t, filepath.Join(data, "artifacts"))
 	cat, err := catalog.New(catalog.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	recipes, names := cat.Get, cat.Names
-	st := storetest.Open(t)
-	prov, err := newProvisioning(provisioningConfig{Store: st, Artifacts: arts, Recipes: recipes, Names: names, Binding: "first-use", Creds: credential.Policy{Dir: os.TempDir()}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go prov.engine.Run(ctx)
-	srv := httptest.NewServer(prov.api.Handler())
-	t.Cleanup(srv.Close)
+	credDir := t.TempDir()
+	prov, url := inProcess(ctx, t, data, dir, credDir)
+	st, recipes := prov.Store, cat.Get
 	op, _, err := fleet.CreateToken(ctx, st, "alice", fleet.ScopeOperator, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cred := filepath.Join(t.TempDir(), "bmc.cred")
+	cred := filepath.Join(credDir, "bmc.cred")
 	if err := os.WriteFile(cred, []byte("username=admin\npassword=pw\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &hgxLab{t: t, st: st, prov: prov, recipes: recipes, url: srv.URL, op: op, cred: cred,
+	return &hgxLab{t: t, st: st, prov: prov, recipes: recipes, url: url, op: op, cred: cred,
 		nodes: map[string]*hgxNode{}, played: map[string]bool{}}
 }
 
@@ -315,7 +307,7 @@ func (l *hgxLab) agent(ctx context.Context, n *hgxNode) {
 		return
 	}
 	// As the iPXE script render does, then the agent's exchange.
-	boot, err := l.prov.api.IssueBootCredential(ctx, m, n.spec.bootMAC(), netip.MustParseAddr("127.0.0.1"))
+	boot, err := l.prov.API.IssueBootCredential(ctx, m, n.spec.bootMAC(), netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		n.logf("agent: boot credential: %v", err)
 		return

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/client"
-	"github.com/ingot-dev/ingot/pkg/engine"
 )
 
 const jobUsage = `Usage: ingot job COMMAND
@@ -107,32 +105,21 @@ func writeJob(e *env, j *wire.Job) error {
 		{"Updated", tableTime(j.Updated)}, {"Deadline", tableTime(j.Deadline)}} {
 		fmt.Fprintf(e.stdout, "%-9s %s\n", kv[0]+":", firstNonEmpty(kv[1], "-"))
 	}
-	if j.Kind == "reimage" {
-		st := engine.StatusOf(j.Status)
-		fmt.Fprintf(e.stdout, "Restore:  %s\n", engine.FormatPhases(st))
+	if st := j.Reimage; st != nil {
+		fmt.Fprintf(e.stdout, "Restore:  %s\n", st.RestoreLine())
 		for _, c := range append(st.Checks, st.BurnIn...) {
-			verdict := "ok"
-			switch {
-			case c.Skipped:
-				verdict = "SKIPPED"
-			case !c.OK:
-				verdict = "FAILED"
-			}
-			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, verdict, c.Value, c.Detail)
+			fmt.Fprintf(e.stdout, "  check %-16s %-8s %g %s\n", c.Name, c.Verdict(), c.Value, c.Detail)
 		}
 	}
-	if j.Kind == "rollout" {
-		var st engine.RolloutStatus
-		if json.Unmarshal(j.Status, &st) == nil {
-			writeWaveReports(e, st)
-		}
+	if st := j.Rollout; st != nil {
+		writeWaveReports(e, *st)
 	}
 	return nil
 }
 
 // writeWaveReports prints each finished wave: what its machines drew and
 // how hot they ran under load, and what failed or crossed a limit.
-func writeWaveReports(e *env, st engine.RolloutStatus) {
+func writeWaveReports(e *env, st wire.RolloutStatus) {
 	fmt.Fprintf(e.stdout, "Waves:    %d (wave %d now)\n", len(st.Waves), min(st.Wave+1, len(st.Waves)))
 	for _, r := range st.Reports {
 		fmt.Fprintf(e.stdout, "  wave %d:\n", r.Wave)

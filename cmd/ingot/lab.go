@@ -133,7 +133,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 			if !printResults(e, res) {
 				return exitError(1)
 			}
-			took[way] = res[0].Status.Restore
+			took[way] = res[0].Status.Restore()
 		}
 		ref := max(took["reboot"].Seconds(), 1)
 		if len(ways) == 3 {

@@ -216,7 +216,7 @@ func TestMachineCLIErrors(t *testing.T) {
 		want string
 	}{
 		"bad MAC":           {[]string{"machine", "add", "gpu-02", "--mac", "zz"}, `400 Bad Request: enrolling "gpu-02": macs[0]: invalid request: MAC "zz": expected six hex bytes`},
-		"8-byte MAC":        {[]string{"machine", "add", "gpu-02", "--mac", "00:00:00:00:fe:80:00:00"}, `MAC "00:00:00:00:fe:80:00:00": expected six hex bytes`},
+		"8-byte MAC":        {[]string{"machine", "add", "gpu-02", "--mac", "00:00:00:00:fe:80:00:00"}, `MAC "00:00:00:00:fe:80:00:00": 8 bytes: expected six hex bytes`},
 		"no MAC":            {[]string{"machine", "add", "gpu-02"}, "macs: at least one MAC is required"},
 		"bad name":          {[]string{"machine", "add", "gpu 02", "--mac", "52:54:00:aa:bb:02"}, `name "gpu 02": ' ' is not allowed`},
 		"upper-case name":   {[]string{"machine", "add", "GPU-02", "--mac", "52:54:00:aa:bb:02"}, `'G' is not allowed; expected a DNS-style name`},
@@ -339,7 +339,7 @@ func TestAdminOffline(t *testing.T) {
 		t.Errorf("admin token ls:\n%s", out)
 	}
 	s := startServe(t, cliRecipes(t), "--db", "bolt://"+db) // the store URL form
-	if _, err := os.Stat(filepath.Join(s.data, bootstrapTokenFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(s.data, wire.BootstrapTokenFile)); err == nil {
 		t.Error("serve wrote a bootstrap token although the database had one")
 	}
 	start := time.Now()
@@ -426,7 +426,7 @@ func TestDamagedDatabaseCLI(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "serve", "--dhcp", "off", "--tftp=false", "--http-addr", freePort(t), "--api-addr", freePort(t), "--data", t.TempDir(), "--db", db)
 	cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), db) || !strings.Contains(string(out), "database file is damaged") {
+	if err == nil || !strings.Contains(string(out), db) || !strings.Contains(string(out), "stored data is damaged: database file "+db) {
 		t.Errorf("serve on a truncated database: %v\n%s", err, out)
 	}
 }

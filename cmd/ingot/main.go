@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -18,7 +19,9 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	stopProfile := cpuProfile(os.Getenv("INGOT_CPUPROFILE"))
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopProfile()
 	stop()
 	var ee exitError
 	switch {
@@ -51,6 +54,7 @@ func commands() []command {
 		{"vbmc", "run virtual Redfish BMCs from mockups or QEMU", runVBMC},
 		{"reimage", "re-image machines from their recipe", runReimage},
 		{"drill", "restore drill: reimage a drill candidate of a class from its recipe and time it", runDrill},
+		{"burnin", "judge a burn-in tool's saved output against a recipe's check, as the node and server do", runBurnin},
 		{"rollout", "provision a recipe's machines in waves", runRollout},
 		{"job", "list, show and cancel jobs", runJob},
 		{"token", "create, list and revoke API tokens", runToken},
@@ -63,6 +67,7 @@ func commands() []command {
 		{"backup", "a consistent copy of the running server's database", runBackup},
 		{"admin", "offline: the database file directly, while no server runs (check, restore, tokens)", runAdmin},
 		{"image", "build, import and list golden images", runImage},
+		{"firmware", "import firmware packages into the content store (pins name them by sha256)", runFirmware},
 		{"initramfs", "build the agent's initramfs", runInitramfs},
 		{"lab", "a network-booting QEMU lab in a network namespace", runLab},
 		{"version", "print the version", runVersion},
@@ -78,12 +83,18 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return runEnv(ctx, &env{stdout: stdout, stderr: stderr, getenv: os.Getenv}, args)
+}
+
+// runEnv runs the command args names with e's streams and environment.
+func runEnv(ctx context.Context, e *env, args []string) error {
+	stderr := e.stderr
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(stdout)
+		usage(e.stdout)
 		return nil
 	}
-	for _, c := range commands() {
+	// The hidden generators (helpgen.go) come after the listed commands.
+	for _, c := range append(commands(), hiddenCommands()...) {
 		if c.name == args[0] {
 			if err := c.run(ctx, e, args[1:]); !errors.Is(err, errHelp) {
 				return err
@@ -107,4 +118,24 @@ func usage(w io.Writer) {
 func runVersion(_ context.Context, e *env, _ []string) error {
 	fmt.Fprintln(e.stdout, version)
 	return nil
+}
+
+// cpuProfile writes a CPU profile of the whole run to path (the
+// INGOT_CPUPROFILE variable, for finding where a benchmark's time goes);
+// "" profiles nothing.
+func cpuProfile(path string) func() {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ingot: INGOT_CPUPROFILE:", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fmt.Fprintln(os.Stderr, "ingot: INGOT_CPUPROFILE:", err)
+		f.Close()
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }

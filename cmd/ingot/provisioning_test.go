@@ -6,23 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
-	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/serve"
 	"github.com/ingot-dev/ingot/pkg/store"
-	"github.com/ingot-dev/ingot/pkg/store/storetest"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
 
@@ -31,7 +29,7 @@ import (
 type simAgent struct {
 	t    *testing.T
 	url  string
-	prov *provisioning
+	prov *serve.Parts
 	st   store.Store
 	mu   sync.Mutex
 	done map[string]bool // job+step already played
@@ -94,7 +92,7 @@ func (a *simAgent) agent(ctx context.Context, machineID string) {
 	}
 	// As the iPXE script render does (first-use binding: every simulated
 	// machine calls from 127.0.0.1), then the agent's exchange.
-	boot, err := a.prov.api.IssueBootCredential(ctx, m, m.MACs[0], netip.MustParseAddr("127.0.0.1"))
+	boot, err := a.prov.API.IssueBootCredential(ctx, m, m.MACs[0], netip.MustParseAddr("127.0.0.1"))
 	if err != nil {
 		a.t.Error(err)
 		return
@@ -168,18 +166,9 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer fleet.Close()
-			st := storetest.Open(t)
-			rc := &recipe.Recipe{Name: "rack", Version: "1",
-				BIOS:       recipe.BIOS{Attributes: map[string]recipe.Value{"ProcTurboMode": recipe.StringValue("Disabled")}},
-				OS:         recipe.OS{Image: recipe.ImageRef{Name: "lab", SHA256: "ab" + string(bytes.Repeat([]byte("0"), 62))}},
-				Acceptance: recipe.Acceptance{Checks: []recipe.Check{{Name: "memory-size"}}},
-				Timeouts:   recipe.Timeouts{Retries: 1}}
-			recipes := func(name string) (*recipe.Recipe, error) {
-				if name != rc.Name {
-					return nil, fmt.Errorf("no recipe %s", name)
-				}
-				return rc, nil
-			}
+			data := t.TempDir()
+			prov, url := inProcess(ctx, t, data, rackRecipe(t, data), dir)
+			st := prov.Store
 			good := filepath.Join(dir, "good.cred")
 			bad := filepath.Join(dir, "bad.cred")
 			os.WriteFile(good, []byte("username=admin\npassword=pw\n"), 0o600)
@@ -196,22 +185,14 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			log := slog.New(slog.DiscardHandler)
-			prov, err := newProvisioning(provisioningConfig{Store: st, Recipes: recipes, Names: func() []string { return []string{"rack"} }, Binding: "first-use", Creds: credential.Policy{Dir: dir}, Log: log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			go prov.engine.Run(ctx)
-			srv := httptest.NewServer(prov.api.Handler())
-			defer srv.Close()
-			a := &simAgent{t: t, url: srv.URL, prov: prov, st: st, done: map[string]bool{}}
+			a := &simAgent{t: t, url: url, prov: prov, st: st, done: map[string]bool{}}
 			go a.run(ctx)
 
-			j, err := prov.engine.StartRollout(ctx, engine.RolloutSpec{Recipe: "rack", Batch: 5, MaxFailures: tc.maxFailures, PerRack: 2}, "test")
+			j, err := prov.Engine.StartRollout(ctx, engine.RolloutSpec{Recipe: "rack", Batch: 5, MaxFailures: tc.maxFailures, PerRack: 2}, "test")
 			if err != nil {
 				t.Fatal(err)
 			}
-			j, err = prov.engine.Wait(ctx, j.ID)
+			j, err = prov.Engine.Wait(ctx, j.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +216,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 			// One session per BMC, shared by the engine's steps and inspect
 			// (bmc.Pool): a dial per step would leave none open, a leak more.
 			if len(ready) > 0 {
-				if _, err := prov.fleet.Inspect(ctx, ready[0].ID, "test"); err != nil {
+				if _, err := prov.Fleet.Inspect(ctx, ready[0].ID, "test"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -246,7 +227,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 					t.Errorf("%s: %d sessions open at its BMC after the rollout and an inspect, want the 1 shared", m.Name, n)
 				}
 			}
-			prov.bmcs.Close()
+			prov.BMCs.Close()
 			for i, b := range fleet.BMCs {
 				if n := b.OpenSessions(); n != 0 {
 					t.Errorf("node%02d: %d sessions open after the pool closed, want 0", i, n)
@@ -254,4 +235,52 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rackRecipe writes the recipe of the rollout test into a recipes folder:
+// one BIOS attribute, one acceptance check, one retry, its image and agent
+// pinned to small files in the content store inProcess opens (the engine's
+// preflight finds them there).
+func rackRecipe(t *testing.T, data string) string {
+	t.Helper()
+	dir := t.TempDir()
+	arts, err := artifact.Open(filepath.Join(data, "artifacts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rc = `name: rack
+version: "1"
+bios:
+  attributes:
+    ProcTurboMode: Disabled
+os:
+  image:
+    name: lab
+    sha256: "%s"
+    format: raw.zst
+  agent:
+    kernel:
+      path: agent-vmlinuz
+      sha256: "%s"
+    initrd:
+      path: agent-initrd
+      sha256: "%s"
+acceptance:
+  checks:
+    - name: memory-size
+timeouts:
+  retries: 1
+`
+	sha := func(s string) string {
+		ref, err := arts.Put(context.Background(), strings.NewReader(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref.SHA256
+	}
+	body := fmt.Sprintf(rc, sha("image"), sha("kernel"), sha("initrd"))
+	if err := os.WriteFile(filepath.Join(dir, "rack.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // recipeRoot changes into the module root so paths in outputs are the
@@ -165,9 +167,7 @@ func TestRecipeDiffFiles(t *testing.T) {
 // give the same diff as the two folders.
 func TestRecipeDiffGit(t *testing.T) {
 	root := recipeRoot(t)
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	netnstest.NeedPrograms(t, "git")
 	repo := t.TempDir()
 	gitIn := func(args ...string) {
 		t.Helper()
@@ -273,9 +273,7 @@ func recipeTraps(t *testing.T, dir string) (big, fifo string) {
 		t.Fatal(err)
 	}
 	fifo = filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	netnstest.NeedNoError(t, "mkfifo", syscall.Mkfifo(fifo, 0o644))
 	if err := os.Mkdir(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -371,9 +369,7 @@ func TestRecipeDiffOversize(t *testing.T) {
 		t.Errorf("diff with an oversize file: %v", err)
 	}
 
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
-	}
+	netnstest.NeedPrograms(t, "git")
 	repo := t.TempDir()
 	recipeDir := filepath.Join(repo, "recipes")
 	if err := os.Mkdir(recipeDir, 0o755); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/client"
-	"github.com/ingot-dev/ingot/pkg/engine"
 )
 
 // runReimage: `ingot reimage NODE... [--dry-run] [--wait=false]`.
@@ -83,7 +82,10 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 	last := map[string]string{}
 	failed := 0
 	_, err := c.Follow(ctx, jobs, 500*time.Millisecond, func(n string, j *wire.Job) {
-		st := engine.StatusOf(j.Status)
+		var st wire.ReimageStatus
+		if j.Reimage != nil {
+			st = *j.Reimage
+		}
 		if line := progressLine(n, j, st); line != last[n] {
 			if tty {
 				fmt.Fprintf(w, "\r\033[K%s", line)
@@ -97,7 +99,7 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 		}
 		switch j.State {
 		case wire.JobSucceeded:
-			fmt.Fprintf(w, "%s: ready; %s\n", n, engine.FormatPhases(st))
+			fmt.Fprintf(w, "%s: ready; %s\n", n, st.RestoreLine())
 		case wire.JobFailed, wire.JobCancelled:
 			failed++
 			fmt.Fprintf(w, "%s: %s at %s\n  evidence: ingot job evidence %s -f %s.tar.gz (events, agent log, recipe, inventory); ingot job show %s\n",
@@ -111,7 +113,7 @@ func follow(ctx context.Context, c *client.Client, jobs map[string]string, w io.
 }
 
 // progressLine renders "node1 [image ] ######....  41% 512MiB/1.2GiB 95MiB/s".
-func progressLine(name string, j *wire.Job, st engine.ReimageStatus) string {
+func progressLine(name string, j *wire.Job, st wire.ReimageStatus) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-12s %-10s", name, j.Step)
 	if st.Total > 0 {

@@ -91,10 +91,10 @@ func TestRecipeLintRacks(t *testing.T) {
 func TestJobShowsWaveReports(t *testing.T) {
 	var out strings.Builder
 	e := &env{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}
-	st := `{"waves":[["m-1","m-2"],["m-3"]],"wave":1,"jobs":{},"reports":[{"wave":1,"nodes":[` +
-		`{"machine":"gpu-01","rack":"r12","peak_watts":10150,"peak_inlet_c":27.5,"peak_gpu_c":81},` +
-		`{"machine":"gpu-02","rack":"r12","peak_watts":10400,"peak_inlet_c":38,"problem":"inlet 38.0 °C, above 35 °C"}]}]}`
-	if err := writeJob(e, &wire.Job{ID: "r-1", Kind: "rollout", State: "failed", Status: json.RawMessage(st)}); err != nil {
+	st := &wire.RolloutStatus{Waves: [][]string{{"m-1", "m-2"}, {"m-3"}}, Wave: 1, Reports: []wire.WaveReport{{Wave: 1, Nodes: []wire.WaveNode{
+		{Machine: "gpu-01", Rack: "r12", Watts: 10150, InletC: 27.5, GPUMaxC: 81},
+		{Machine: "gpu-02", Rack: "r12", Watts: 10400, InletC: 38, Problem: "inlet 38.0 °C, above 35 °C"}}}}}
+	if err := writeJob(e, &wire.Job{ID: "r-1", Kind: "rollout", State: "failed", Rollout: st}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Waves:    2 (wave 2 now)", "wave 1:", "gpu-01           rack r12    peak 10150 W, inlet 27.5 °C, GPU 81.0 °C",

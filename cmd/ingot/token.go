@@ -14,7 +14,7 @@ import (
 func runToken(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("token", "token create NAME [--scope operator|read-only] [--ttl 720h] | token ls | token revoke ID")
 	af := addAPIFlags(fs)
-	ttl := fs.Duration("ttl", 0, "token lifetime (0: until revoked)")
+	ttl := fs.Duration("ttl", 0, "token lifetime (0: the server's default, 90 days; at most its --token-max-ttl, 1 year unless set)")
 	scope := fs.String("scope", "operator", "operator (everything) or read-only (GET only)")
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/vbmc"
 )
 
@@ -220,7 +221,7 @@ func (f *vbmcFlags) tlsConfig() (*tls.Config, string, error) {
 			return nil, "", fmt.Errorf("vbmc: %w", err)
 		}
 		if f.tlsCertOut != "" {
-			if err := os.WriteFile(f.tlsCertOut, pemBytes, 0o644); err != nil {
+			if err := durable.WriteFile(f.tlsCertOut, pemBytes, 0o644); err != nil {
 				return nil, "", fmt.Errorf("vbmc: writing --tls-cert-out: %w", err)
 			}
 		}

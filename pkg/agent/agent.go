@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -336,8 +337,9 @@ type installFile struct {
 }
 
 // burnInPlan is the recipe's burn-in for the installed OS: its burn-in
-// checks, limits, the GPU count and the data disks (every disk but the one
-// the image went to).
+// checks, limits, the GPU count (the recipe's, or the inventory's where
+// that is more) and the data disks (every disk but the one the image went
+// to).
 func burnInPlan(task api.Task, disk string, inv machine.Inventory) (burnin.Plan, bool) {
 	p := burnin.Plan{}
 	for _, c := range task.Checks {
@@ -354,12 +356,28 @@ func burnInPlan(task api.Task, disk string, inv machine.Inventory) (burnin.Plan,
 	for _, g := range task.Expected.GPUs {
 		p.GPUs += g.Count
 	}
+	// Every GPU the node has must show in every per-GPU result: one the
+	// recipe does not count is held to the burn-in too (of the recipe's
+	// vendors: an Intel display controller is no CUDA device).
+	p.GPUs = max(p.GPUs, vendorGPUs(inv.GPUs, task.Expected.GPUs))
 	for _, d := range inv.Disks {
 		if dev := "/dev/" + strings.TrimPrefix(d.Name, "/dev/"); dev != disk {
 			p.DataDisks = append(p.DataDisks, dev)
 		}
 	}
 	return p, true
+}
+
+// vendorGPUs counts the GPUs of the vendors the recipe names (every GPU
+// where it names none).
+func vendorGPUs(gpus []machine.GPU, want []recipe.GPUSpec) int {
+	n := 0
+	for _, g := range gpus {
+		if len(want) == 0 || slices.ContainsFunc(want, func(w recipe.GPUSpec) bool { return w.Vendor == "" || strings.EqualFold(w.Vendor, g.Vendor) }) {
+			n++
+		}
+	}
+	return n
 }
 
 func (a *Agent) selfPath() string {

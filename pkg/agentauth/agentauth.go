@@ -86,9 +86,8 @@ type Store interface {
 	GetJob(ctx context.Context, id string) (*store.Job, error)
 	PutToken(ctx context.Context, t store.Token) error
 	TokenByHash(ctx context.Context, hash string) (*store.Token, error)
-	ListTokens(ctx context.Context) ([]store.Token, error)
+	FindTokens(ctx context.Context, f store.TokenFilter) ([]store.Token, error)
 	DeleteToken(ctx context.Context, hash string) error
-	AppendEvent(ctx context.Context, ev machine.Event) (machine.Event, error)
 }
 
 // Neighbour is one entry of the boot interface's neighbour table.
@@ -99,7 +98,10 @@ type Neighbour struct {
 
 // Config builds an Auth.
 type Config struct {
-	Store   Store
+	Store Store
+	// Record keeps security events on the machine's log (the fleet's
+	// Record); nil: they are only logged.
+	Record  func(ctx context.Context, ev machine.Event)
 	Binding Binding // default BindLease
 	// Neighbours lists the boot interface's neighbour table (BindNeighbour);
 	// see ReadARP.

@@ -22,7 +22,7 @@ var (
 )
 
 // fixture: a machine with a running job and a bound DHCP lease.
-func fixture(t *testing.T, binding agentauth.Binding, neigh []agentauth.Neighbour) (*agentauth.Auth, *store.Bolt, string) {
+func fixture(t *testing.T, binding agentauth.Binding, neigh []agentauth.Neighbour) (*agentauth.Auth, store.Store, string) {
 	t.Helper()
 	ctx := context.Background()
 	s := storetest.Open(t)
@@ -37,7 +37,12 @@ func fixture(t *testing.T, binding agentauth.Binding, neigh []agentauth.Neighbou
 	if err := s.PutLease(ctx, store.Lease{MAC: mac, IP: machineIP, MachineID: "m1", State: "bound", Expires: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agentauth.New(agentauth.Config{Store: s, Binding: binding,
+	record := func(ctx context.Context, ev machine.Event) {
+		if _, err := s.AppendEvent(ctx, ev); err != nil {
+			t.Error(err)
+		}
+	}
+	a, err := agentauth.New(agentauth.Config{Store: s, Binding: binding, Record: record,
 		Neighbours: func(context.Context) ([]agentauth.Neighbour, error) { return neigh, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +50,7 @@ func fixture(t *testing.T, binding agentauth.Binding, neigh []agentauth.Neighbou
 	return a, s, j.ID
 }
 
-func securityEvents(t *testing.T, s *store.Bolt) int {
+func securityEvents(t *testing.T, s store.Store) int {
 	t.Helper()
 	evs, err := s.Events(context.Background(), "m1", 0, 0)
 	if err != nil {

@@ -62,7 +62,7 @@ func (a *Auth) Exchange(ctx context.Context, bootSecret string, addr netip.Addr)
 	if boot.Address != addr.String() {
 		return "", nil, a.foreign(ctx, boot, addr, "exchange")
 	}
-	toks, err := a.cfg.Store.ListTokens(ctx)
+	toks, err := a.cfg.Store.FindTokens(ctx, store.TokenFilter{Scope: boot.Scope})
 	if err != nil {
 		return "", nil, fmt.Errorf("listing credentials: %w", err)
 	}
@@ -136,17 +136,14 @@ func (a *Auth) Authenticate(ctx context.Context, secret string, addr netip.Addr,
 
 // DeleteJob deletes every credential issued for the job.
 func (a *Auth) DeleteJob(ctx context.Context, jobID string) error {
-	toks, err := a.cfg.Store.ListTokens(ctx)
+	if jobID == "" {
+		return nil
+	}
+	toks, err := a.cfg.Store.FindTokens(ctx, store.TokenFilter{JobID: jobID})
 	if err != nil {
 		return fmt.Errorf("listing credentials: %w", err)
 	}
-	var del []store.Token
-	for _, t := range toks {
-		if jobID != "" && t.JobID == jobID {
-			del = append(del, t)
-		}
-	}
-	return a.delete(ctx, del)
+	return a.delete(ctx, toks)
 }
 
 // MachineID returns the machine a credential speaks for.
@@ -209,13 +206,13 @@ func (a *Auth) lookup(ctx context.Context, secret string) (*store.Token, error) 
 
 // credentials lists the machine's credentials of jobID ("" : those with no job).
 func (a *Auth) credentials(ctx context.Context, machineID, jobID string) ([]store.Token, error) {
-	toks, err := a.cfg.Store.ListTokens(ctx)
+	toks, err := a.cfg.Store.FindTokens(ctx, store.TokenFilter{Scope: ScopePrefix + machineID})
 	if err != nil {
 		return nil, fmt.Errorf("listing credentials: %w", err)
 	}
 	var out []store.Token
 	for _, t := range toks {
-		if t.Kind != "" && t.Scope == ScopePrefix+machineID && t.JobID == jobID {
+		if t.Kind != "" && t.JobID == jobID {
 			out = append(out, t)
 		}
 	}
@@ -261,9 +258,9 @@ func (a *Auth) foreign(ctx context.Context, t *store.Token, addr netip.Addr, wha
 	}
 	msg := fmt.Sprintf("refused a %s of %s credential %s from %s: it is bound to %s", what, t.Kind, t.ID, addr, bound)
 	a.log.Warn("security: credential from a foreign address", "machine", id, "job", t.JobID, "credential", t.ID, "address", addr, "bound", bound, "what", what)
-	if _, err := a.cfg.Store.AppendEvent(ctx, machine.Event{Machine: id, Time: a.now(), Actor: "agentauth", Kind: "security",
-		Message: msg, Fields: map[string]string{"job": t.JobID, "address": addr.String(), "credential": t.ID}}); err != nil {
-		a.log.Error("recording a security event", "machine", id, "err", err)
+	if a.cfg.Record != nil {
+		a.cfg.Record(ctx, machine.Event{Machine: id, Time: a.now(), Actor: "agentauth", Kind: "security",
+			Message: msg, Fields: map[string]string{"job": t.JobID, "address": addr.String(), "credential": t.ID}})
 	}
 	return fmt.Errorf("%w: %s", ErrForeign, msg)
 }

@@ -3,6 +3,7 @@ package agentauth
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -99,13 +100,13 @@ func ParseARP(r io.Reader, iface string) ([]Neighbour, error) {
 			continue
 		}
 		mac, err := machine.NormalizeMAC(f[3])
-		if err != nil {
-			return nil, fmt.Errorf("arp table line %d: %v", line, err)
-		}
-		if len(mac) != len("00:00:00:00:00:00") {
+		if errors.Is(err, machine.ErrNotEthernet) {
 			// Not an Ethernet neighbour (IPoIB's 20-byte addresses on a
 			// GPU fabric, an EUI-64): no boot NIC, nothing to tie.
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("arp table line %d: %v", line, err)
 		}
 		out = append(out, Neighbour{IP: ip, MAC: mac})
 	}

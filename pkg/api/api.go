@@ -230,6 +230,15 @@ type CheckResult struct {
 	// Metrics are the other numbers measured on the way, kept with the job:
 	// max_gpu_temp_c, max_gpu_power_w, xid_errors, ...
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Verdict is the kind of the outcome (passed, failed, could-not-run);
+	// "" from an agent that predates it. OK is Verdict == passed. A burn-in
+	// result that could not run is Skipped; an agent check the agent does
+	// not know is could-not-run but Skipped only when optional, so that a
+	// required one fails.
+	Verdict Verdict `json:"verdict,omitempty"`
+	// Evidence is what a burn-in tool measured, for the server to judge
+	// again (pkg/burnin/judge); nil for agent-stage checks.
+	Evidence *Evidence `json:"evidence,omitempty"`
 }
 
 // Log is a batch of the agent's console lines.

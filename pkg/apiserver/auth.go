@@ -7,12 +7,10 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"time"
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // scopeMachinePrefix marks machine credentials (pkg/agentauth).
@@ -37,7 +35,7 @@ type principal struct {
 	readOnly  bool // a read-only operator token: GET only
 	machineID string
 	name      string
-	token     *store.Token // the machine credential presented
+	token     *fleet.Token // the machine credential presented
 }
 
 // remoteAddr is the IP a request came from.
@@ -49,48 +47,29 @@ func remoteAddr(r *http.Request) (netip.Addr, error) {
 	return ap.Addr().Unmap(), nil
 }
 
-var errUnauthorized = errors.New("unauthorized")
+// errUnauthorized: no credential, or one the server does not take (401).
+var errUnauthorized = fleet.ErrUnauthorized
 
-// authenticate resolves the request's bearer token: an operator token, or
-// a machine credential of one of kinds presented from the address it is
-// bound to (pkg/agentauth).
+// authenticate resolves the request's bearer token: an operator token
+// (the fleet's rules), or a machine credential of one of kinds presented
+// from the address it is bound to (pkg/agentauth).
 func (s *Server) authenticate(r *http.Request, kinds ...string) (principal, error) {
 	h := r.Header.Get("Authorization")
 	secret, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || secret == "" {
 		return principal{}, fmt.Errorf("%w: missing 'Authorization: Bearer TOKEN' header", errUnauthorized)
 	}
-	t, err := s.store.TokenByHash(r.Context(), HashToken(strings.TrimSpace(secret)))
-	if err != nil {
-		return principal{}, fmt.Errorf("%w: unknown token", errUnauthorized)
-	}
-	if strings.HasPrefix(t.Scope, scopeMachinePrefix) {
+	op, err := s.fleet.Authenticate(r.Context(), secret)
+	switch {
+	case errors.Is(err, fleet.ErrMachineCredential):
 		from, _ := remoteAddr(r)
 		mt, err := s.auth.Authenticate(r.Context(), secret, from, kinds...)
 		if err != nil {
 			return principal{}, err
 		}
 		return principal{machineID: agentauth.MachineID(mt), name: mt.Name, token: mt}, nil
+	case err != nil:
+		return principal{}, err
 	}
-	switch {
-	case t.Revoked:
-		return principal{}, fmt.Errorf("%w: token %s was revoked", errUnauthorized, t.ID)
-	case !t.Expires.IsZero() && s.now().After(t.Expires):
-		if err := s.store.DeleteToken(r.Context(), t.Hash); err == nil {
-			s.log.Info("expired token removed at its use", "token", t.ID, "name", t.Name)
-		}
-		return principal{}, fmt.Errorf("%w: token %s expired at %s", errUnauthorized, t.ID, t.Expires.Format(time.RFC3339))
-	}
-	if t.JobID != "" {
-		if j, err := s.store.GetJob(r.Context(), t.JobID); err != nil || j.State != store.JobRunning {
-			return principal{}, fmt.Errorf("%w: token %s expired with its job %s", errUnauthorized, t.ID, t.JobID)
-		}
-	}
-	switch t.Scope {
-	case fleet.ScopeOperator:
-		return principal{operator: true, name: t.Name}, nil
-	case fleet.ScopeReadOnly:
-		return principal{operator: true, readOnly: true, name: t.Name}, nil
-	}
-	return principal{}, fmt.Errorf("%w: token %s has unknown scope %q", errUnauthorized, t.ID, t.Scope)
+	return principal{operator: true, readOnly: op.ReadOnly, name: op.Name}, nil
 }

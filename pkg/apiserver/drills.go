@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/evidence"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 func (s *Server) putDrillCandidate(w http.ResponseWriter, r *http.Request, p principal) error {
@@ -71,18 +69,17 @@ func wireDrill(d *engine.DrillResult) *wire.Drill {
 // log since the job started and serial console (bmclogs.go).
 func (s *Server) getEvidence(w http.ResponseWriter, r *http.Request, _ principal) error {
 	ctx := r.Context()
-	j, err := s.store.GetJob(ctx, r.PathValue("id"))
+	j, err := s.engine.Job(ctx, r.PathValue("id"))
 	if err != nil {
 		return err
 	}
-	b := evidence.Bundle{Job: WireJob(j), Taken: time.Now()}
-	if j.Kind == "reimage" {
-		var sp engine.ReimageSpec
-		if json.Unmarshal(j.Spec, &sp) == nil {
+	wj := WireJob(j)
+	b := evidence.Bundle{Job: wj, Taken: time.Now()}
+	if st := wj.Reimage; st != nil {
+		if sp, err := engine.Spec(j); err == nil {
 			b.Recipe = sp.Pinned
 		}
-		st := engine.StatusOf(j.Status)
-		b.Restore, b.AgentLog, b.Findings = engine.FormatPhases(st), st.Log, st.Findings
+		b.Restore, b.AgentLog, b.Findings = st.RestoreLine(), st.Log, st.Findings
 	}
 	for _, id := range j.Machines {
 		evs, err := s.fleet.Events(ctx, id, 0, 0)
@@ -92,7 +89,7 @@ func (s *Server) getEvidence(w http.ResponseWriter, r *http.Request, _ principal
 		}
 		var during []machine.Event
 		for _, ev := range evs {
-			if !ev.Time.Before(j.Created.Add(-time.Minute)) && (j.State == store.JobRunning || !ev.Time.After(j.Updated.Add(time.Minute))) {
+			if !ev.Time.Before(j.Created.Add(-time.Minute)) && (j.State == engine.JobRunning || !ev.Time.After(j.Updated.Add(time.Minute))) {
 				during = append(during, ev)
 			}
 		}

@@ -11,8 +11,8 @@ import (
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/drift"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // The operator routes: each decodes, calls the core (pkg/fleet for
@@ -59,15 +59,25 @@ func page[T any](w http.ResponseWriter, r *http.Request, items []T, key func(T) 
 	return items, nil
 }
 
+// listMachines pages in the store (name order): a page of a large fleet
+// reads that page's machines, one more to know whether another follows.
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request, _ principal) error {
 	q := r.URL.Query()
-	ms, err := s.fleet.List(r.Context(), store.MachineFilter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack")})
+	f := fleet.Filter{Recipe: q.Get("recipe"), State: machine.State(q.Get("state")), Rack: q.Get("rack"), After: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errorf(http.StatusBadRequest, "query parameter limit %q: expected a positive number", v)
+		}
+		f.Limit = n + 1
+	}
+	ms, err := s.fleet.List(r.Context(), f)
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(ms, func(a, b machine.Machine) int { return strings.Compare(a.Name, b.Name) })
-	if ms, err = page(w, r, ms, func(m machine.Machine) string { return m.Name }); err != nil {
-		return err
+	if f.Limit > 0 && len(ms) == f.Limit {
+		ms = ms[:f.Limit-1]
+		w.Header().Set(NextHeader, ms[len(ms)-1].Name)
 	}
 	writeJSON(w, 200, nonNil(ms))
 	return nil
@@ -174,7 +184,7 @@ func wireFindings(fs []drift.Finding) []wire.Finding {
 	return out
 }
 
-func wireSnapshot(s store.Snapshot) wire.Snapshot {
+func wireSnapshot(s fleet.Snapshot) wire.Snapshot {
 	return wire.Snapshot{Seq: s.Seq, MachineID: s.MachineID, Taken: s.Taken, Inventory: s.Inventory}
 }
 
@@ -260,7 +270,7 @@ func (s *Server) postWaiver(w http.ResponseWriter, r *http.Request, p principal)
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	m, err := s.engine.Waive(r.Context(), r.PathValue("id"), req.Check, actor(p), req.Reason)
+	m, err := s.fleet.Waive(r.Context(), r.PathValue("id"), req.Check, actor(p), req.Reason)
 	if err != nil {
 		return err
 	}
@@ -269,7 +279,7 @@ func (s *Server) postWaiver(w http.ResponseWriter, r *http.Request, p principal)
 }
 
 func (s *Server) deleteWaiver(w http.ResponseWriter, r *http.Request, p principal) error {
-	m, err := s.engine.Unwaive(r.Context(), r.PathValue("id"), r.PathValue("check"), actor(p))
+	m, err := s.fleet.Unwaive(r.Context(), r.PathValue("id"), r.PathValue("check"), actor(p))
 	if err != nil {
 		return err
 	}
@@ -291,18 +301,9 @@ func (s *Server) getRecipe(w http.ResponseWriter, r *http.Request, _ principal) 
 	return nil
 }
 
-// WireJob maps a stored job onto the wire.
-func WireJob(j *store.Job) *wire.Job {
-	if j == nil {
-		return nil
-	}
-	return &wire.Job{ID: j.ID, Kind: j.Kind, Machines: nonNil(j.Machines), State: string(j.State), Step: j.Step, Attempt: j.Attempt,
-		Reason: j.Reason, Spec: j.Spec, Status: j.Status, Created: j.Created, Updated: j.Updated, Deadline: j.Deadline}
-}
-
 // listJobs lists jobs, newest first, ?state= filtering.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, _ principal) error {
-	jobs, err := s.store.ListJobs(r.Context(), store.JobState(r.URL.Query().Get("state")))
+	jobs, err := s.engine.Jobs(r.Context(), engine.JobState(r.URL.Query().Get("state")))
 	if err != nil {
 		return err
 	}
@@ -321,7 +322,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, _ principal) e
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request, _ principal) error {
-	j, err := s.store.GetJob(r.Context(), r.PathValue("id"))
+	j, err := s.engine.Job(r.Context(), r.PathValue("id"))
 	if err != nil {
 		return err
 	}
@@ -382,7 +383,7 @@ func (s *Server) reimageOne(r *http.Request, name string, req wire.ReimageReques
 			res.Plan = &wire.Plan{Machine: plan.Machine, Name: plan.Name, Recipe: plan.Recipe, Steps: plan.Steps, Problems: plan.Problems}
 		}
 	} else {
-		var job *store.Job
+		var job *engine.Job
 		job, err = s.engine.ReimageWith(r.Context(), name, actor(p), req.Reason, engine.ReimageOptions{Handoff: req.Handoff, Warm: req.Warm})
 		res.Job = WireJob(job)
 	}
@@ -407,7 +408,7 @@ func (s *Server) postRollout(w http.ResponseWriter, r *http.Request, p principal
 	return nil
 }
 
-func wireToken(t store.Token) wire.Token {
+func wireToken(t fleet.Token) wire.Token {
 	return wire.Token{ID: t.ID, Name: t.Name, Scope: t.Scope, Created: t.Created, Expires: t.Expires}
 }
 

@@ -35,7 +35,8 @@ func TestOpenAPIMatchesWireTypes(t *testing.T) {
 	if err := yaml.Unmarshal(OpenAPI(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []any{wire.Error{}, wire.Job{}, wire.CancelRequest{}, wire.SetRecipeRequest{}, wire.WaiverRequest{},
+	for _, v := range []any{wire.Error{}, wire.Job{}, wire.ReimageStatus{}, wire.Phase{}, wire.CheckResult{}, wire.RolloutStatus{},
+		wire.WaveReport{}, wire.WaveNode{}, wire.CancelRequest{}, wire.SetRecipeRequest{}, wire.WaiverRequest{},
 		wire.Finding{}, wire.Inspection{}, wire.Snapshot{}, wire.InventoryDiff{}, wire.ReimageRequest{}, wire.Plan{},
 		wire.ReimageResult{}, wire.RolloutRequest{}, wire.TokenRequest{}, wire.Token{}, wire.TokenCreated{}, wire.Image{},
 		wire.Version{}, wire.Secret{}, wire.SecretRequest{}, wire.KeyRotation{}, wire.BMCRotateRequest{}, wire.BMCRotation{},
@@ -245,13 +246,13 @@ func TestBodyLimits(t *testing.T) {
 func TestExpiredTokenRemoved(t *testing.T) {
 	f := newFixture(t)
 	now := time.Now()
-	f.srv.now = func() time.Time { return now }
+	f.clock.Set(now)
 	_, body := f.do(t, "POST", "/api/v1/tokens", f.operator, wire.TokenRequest{Name: "brief", TTL: "1h"})
 	var made wire.TokenCreated
 	if err := json.Unmarshal(body, &made); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(2 * time.Hour)
+	f.clock.Set(now.Add(2 * time.Hour))
 	if code, body := f.do(t, "GET", "/api/v1/machines", made.Secret, nil); code != 401 || !strings.Contains(string(body), "expired") {
 		t.Errorf("expired token: %d %s, want 401 saying it expired", code, body)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
-	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
 	"github.com/ingot-dev/ingot/pkg/warm"
 )
@@ -38,7 +37,6 @@ func OpenAPI() []byte { return openAPI }
 
 // Config builds a Server.
 type Config struct {
-	Store   store.Store
 	Engine  *engine.Engine
 	Fleet   *fleet.Service
 	Recipes engine.RecipeSource
@@ -58,7 +56,7 @@ type Config struct {
 	// progress against a total; nil: sizes unknown.
 	ArtifactSize func(sha256 string) (int64, bool)
 	// Auth issues and checks machine credentials (who may speak for a
-	// machine); nil: lease binding over Store.
+	// machine).
 	Auth *agentauth.Auth
 	// PublicLimit bounds, per client address, the routes anyone may call
 	// without a credential (the by-MAC agent routes, version, the OpenAPI
@@ -79,7 +77,6 @@ type Config struct {
 
 // Server serves the API.
 type Server struct {
-	store        store.Store
 	engine       *engine.Engine
 	fleet        *fleet.Service
 	images       func() ([]wire.Image, error)
@@ -99,23 +96,16 @@ type Server struct {
 
 // New builds a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Engine == nil || cfg.Fleet == nil || cfg.Recipes == nil {
-		return nil, errors.New("apiserver: Store, Engine, Fleet and Recipes are required")
+	if cfg.Engine == nil || cfg.Fleet == nil || cfg.Auth == nil || cfg.Recipes == nil {
+		return nil, errors.New("apiserver: Engine, Fleet, Auth and Recipes are required")
 	}
-	s := &Server{store: cfg.Store, engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
+	s := &Server{engine: cfg.Engine, fleet: cfg.Fleet, images: cfg.Images, version: cfg.Version, recipes: cfg.Recipes, recipeNames: cfg.RecipeNames, artifactSize: cfg.ArtifactSize,
 		baseURL: strings.TrimRight(cfg.BaseURL, "/"), auth: cfg.Auth, publicLimit: cfg.PublicLimit, telemetry: cfg.Telemetry, dialBMCLogs: cfg.DialBMCLogs, warmKey: cfg.WarmKey, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	if s.auth == nil {
-		a, err := agentauth.New(agentauth.Config{Store: cfg.Store, Logger: s.log, Now: s.now})
-		if err != nil {
-			return nil, err
-		}
-		s.auth = a
 	}
 	if s.recipeNames == nil {
 		s.recipeNames = func() []string { return nil }
@@ -290,13 +280,13 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			switch {
 			case errors.As(err, &he):
 				code = he.code
-			case errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, fleet.ErrNotFound):
 				code = http.StatusNotFound
-			case errors.Is(err, store.ErrStale):
+			case errors.Is(err, fleet.ErrStale):
 				code = http.StatusPreconditionFailed
 			case errors.Is(err, fleet.ErrInvalid):
 				code = http.StatusBadRequest
-			case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrConflict), errors.Is(err, fleet.ErrBusy),
+			case errors.Is(err, fleet.ErrExists), errors.Is(err, fleet.ErrConflict), errors.Is(err, fleet.ErrBusy),
 				errors.Is(err, engine.ErrEnded):
 				code = http.StatusConflict
 			case errors.Is(err, engine.ErrPreflight):
@@ -356,7 +346,7 @@ func (s *Server) agentCredential(w http.ResponseWriter, r *http.Request, _ princ
 	if err != nil {
 		return errorf(http.StatusBadRequest, "%v", err)
 	}
-	m, err := s.store.MachineByMAC(r.Context(), mac)
+	m, err := s.fleet.ByMAC(r.Context(), mac)
 	if err != nil {
 		return errorf(http.StatusForbidden, "%s: no machine with MAC %s", r.URL.Path, mac)
 	}
@@ -423,7 +413,7 @@ func (s *Server) agentTask(w http.ResponseWriter, r *http.Request, p principal) 
 		}
 		out.Handoff, out.Cmdline = api.Handoff(rc.OS.Handoff), rc.OS.Cmdline
 		if rc.OS.WarmReimage && s.warmKey != "" && t.Mode == string(api.ModeProvision) {
-			m, err := s.store.GetMachine(r.Context(), p.machineID)
+			m, err := s.fleet.Get(r.Context(), p.machineID)
 			if err != nil {
 				return err
 			}
@@ -448,7 +438,7 @@ func (s *Server) agentInventory(w http.ResponseWriter, r *http.Request, _ princi
 		return err
 	}
 	if r.Header.Get("Authorization") == "" {
-		m, err := s.store.GetMachine(r.Context(), id)
+		m, err := s.fleet.Get(r.Context(), id)
 		if err != nil {
 			return err
 		}
@@ -597,7 +587,7 @@ func (s *Server) machineByTokenOrLease(r *http.Request) (string, error) {
 	if err := s.auth.Tie(r.Context(), mac, from); err != nil {
 		return "", errorf(http.StatusForbidden, "%s: %v", r.URL.Path, err)
 	}
-	m, err := s.store.MachineByMAC(r.Context(), mac)
+	m, err := s.fleet.ByMAC(r.Context(), mac)
 	if err != nil {
 		return "", errorf(http.StatusForbidden, "%s: no machine with MAC %s", r.URL.Path, mac)
 	}

@@ -12,12 +12,14 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/api"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/engine"
@@ -48,6 +50,7 @@ func dialNop(context.Context, *machine.Machine) (engine.BMC, error) { return nop
 
 type fixture struct {
 	s        store.Store
+	clock    *fixtureClock
 	srv      *Server
 	url      string
 	operator string
@@ -64,18 +67,23 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 		}
 		return nil, errors.New("unknown recipe")
 	}
-	e, err := engine.New(engine.Config{Store: s, DialBMC: dialNop, Recipes: src, Tick: 10 * time.Millisecond})
+	clock := &fixtureClock{}
+	fl, err := fleet.New(fleet.Config{Store: s, Recipes: src, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := agentauth.New(agentauth.Config{Store: s, Record: fl.Record})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{Machines: fl, Jobs: s, Leases: s, Credentials: auth, DialBMC: dialNop, Recipes: src, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go e.Run(ctx)
 	t.Cleanup(cancel)
-	fl, err := fleet.New(fleet.Config{Store: s, Recipes: src})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Store: s, Engine: e, Fleet: fl, Recipes: src, BaseURL: "http://10.77.0.1:8080", Version: "test-1"}
+	cfg := Config{Engine: e, Fleet: fl, Auth: auth, Recipes: src, BaseURL: "http://10.77.0.1:8080", Version: "test-1"}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -96,7 +104,28 @@ func newFixture(t *testing.T, opts ...func(*Config)) *fixture {
 			t.Fatal(err)
 		}
 	}
-	return &fixture{s: s, srv: srv, url: hs.URL, operator: op}
+	return &fixture{s: s, clock: clock, srv: srv, url: hs.URL, operator: op}
+}
+
+// fixtureClock is the fleet's clock in tests: time.Now until set.
+type fixtureClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fixtureClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.t.IsZero() {
+		return time.Now()
+	}
+	return c.t
+}
+
+func (c *fixtureClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }
 
 func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, []byte) {

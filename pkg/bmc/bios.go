@@ -1,6 +1,7 @@
 package bmc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +18,9 @@ import (
 // biosDoc is the part of a Bios resource ingot reads. It is decoded from the
 // raw JSON so the settings object (and its absence) is visible.
 type biosDoc struct {
-	ODataID    string         `json:"@odata.id"`
-	Attributes map[string]any `json:"Attributes"`
+	raw        json.RawMessage // the resource as the BMC sent it (for quirk detection)
+	ODataID    string          `json:"@odata.id"`
+	Attributes map[string]any  `json:"Attributes"`
 	Settings   *struct {
 		SettingsObject struct {
 			ODataID string `json:"@odata.id"`
@@ -41,6 +43,13 @@ func getJSON(api schemas.Client, uri string, v any) (string, error) {
 		return "", fmt.Errorf("decoding %s: %w", uri, err)
 	}
 	return resp.Header.Get("ETag"), nil
+}
+
+// decodeNumbers decodes b into v, numbers as json.Number.
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
 }
 
 // link reads {"key": {"@odata.id": ...}} from a resource's raw JSON.
@@ -87,7 +96,12 @@ func (c *Client) bios(ctx context.Context, op string) (*gofish.APIClient, biosDo
 	if err != nil {
 		return nil, doc, "", err
 	}
-	etag, err := getJSON(api, uri, &doc)
+	etag, err := getJSON(api, uri, &doc.raw)
+	if err == nil {
+		if jerr := decodeNumbers(doc.raw, &doc); jerr != nil {
+			err = &Error{Kind: KindBadResponse, Endpoint: c.cfg.Endpoint, Err: fmt.Errorf("decoding %s: %w", uri, jerr)}
+		}
+	}
 	if err == nil && doc.Attributes == nil {
 		err = &Error{Kind: KindBadResponse, Endpoint: c.cfg.Endpoint, Err: fmt.Errorf("%s has no Attributes", uri)}
 	}
@@ -135,29 +149,9 @@ func (c *Client) ApplyBIOS(ctx context.Context, attrs map[string]any) (ApplyResu
 			Err: fmt.Errorf("the BIOS at %s has no attribute %v (it has %d attributes)", doc.ODataID, unknown, len(doc.Attributes))}
 	}
 	res := ApplyResult{Target: doc.ODataID, Pending: true}
-	current := doc.Attributes
-	switch {
-	case doc.Settings != nil && doc.Settings.SettingsObject.ODataID != "":
-		// The standard path: PATCH the settings object, compared with what it
-		// already stages.
-		res.Target = doc.Settings.SettingsObject.ODataID
-		var sd biosDoc
-		setag, err := getJSON(api, res.Target, &sd)
-		if err != nil {
-			return res, c.wrap(op+": reading the settings object", err)
-		}
-		current = maps.Clone(current)
-		maps.Copy(current, sd.Attributes)
-		etag = setag
-	case doc.Settings != nil:
-		// Vendor fallback — AMI MegaRAC (e.g. GIGABYTE H262-Z63 fw 12.84):
-		// @Redfish.Settings without a SettingsObject. The BMC stages a PATCH
-		// of /Bios itself and applies it at the next reset.
-		res.Fallback = "AMI MegaRAC: @Redfish.Settings has no SettingsObject; PATCH of the Bios resource, applied at reset"
-	default:
-		// Vendor fallback — HPE Cray EX (and other BMCs without
-		// @Redfish.Settings): PATCH /Bios directly.
-		res.Fallback = "HPE Cray EX: no @Redfish.Settings; PATCH of the Bios resource, applied at reset"
+	current, etag, err := c.biosTarget(ctx, api, doc, etag, &res)
+	if err != nil {
+		return res, c.wrap(op+": reading the settings object", err)
 	}
 	payload := map[string]any{}
 	for k, v := range attrs {
@@ -174,14 +168,54 @@ func (c *Client) ApplyBIOS(ctx context.Context, attrs map[string]any) (ApplyResu
 		hdr["If-Match"] = etag
 	}
 	resp, err := api.PatchWithHeaders(res.Target, map[string]any{"Attributes": payload}, hdr)
-	if schemas.Is412PreconditionFailed(err) {
-		// Vendor fallback — Dell iDRAC rejects If-Match on BIOS settings.
+	var be *Error
+	if etag != "" && errors.As(err, &be) && c.quirk(ctx, QuirkBIOSIfMatch412, facts{status: be.Status}) {
+		// Dell iDRAC rejects If-Match on BIOS settings.
 		resp, err = api.PatchWithHeaders(res.Target, map[string]any{"Attributes": payload}, nil)
 	}
-	if resp != nil {
-		resp.Body.Close()
-	}
+	closeBody(resp)
 	return res, c.wrap(fmt.Sprintf("%s: PATCH %s", op, res.Target), err)
+}
+
+// biosTarget chooses where ApplyBIOS PATCHes (res.Target) and returns the
+// attributes that count as current there and the ETag to send.
+func (c *Client) biosTarget(ctx context.Context, api *gofish.APIClient, doc biosDoc, etag string, res *ApplyResult) (map[string]any, string, error) {
+	switch {
+	case c.quirk(ctx, QuirkBIOSNoSettings, facts{resource: doc.raw}):
+		// HPE Cray EX (and other BMCs without @Redfish.Settings): PATCH /Bios.
+		res.Fallback = "HPE Cray EX: no @Redfish.Settings; PATCH of the Bios resource, applied at reset"
+		return doc.Attributes, etag, nil
+	case c.quirk(ctx, QuirkBIOSNoSettingsObj, facts{resource: doc.raw}):
+		// AMI MegaRAC (GIGABYTE H262-Z63 fw 12.84): @Redfish.Settings without
+		// a SettingsObject; the BMC stages a PATCH of /Bios for the next reset.
+		res.Fallback = "AMI MegaRAC: @Redfish.Settings has no SettingsObject; PATCH of the Bios resource, applied at reset"
+		return doc.Attributes, etag, nil
+	}
+	// The standard path: PATCH the settings object, compared with what it
+	// already stages.
+	res.Target = doc.Settings.SettingsObject.ODataID
+	var sd biosDoc
+	var sraw json.RawMessage
+	setag, err := getJSON(api, res.Target, &sraw)
+	var be *Error
+	if err != nil && errors.As(err, &be) && c.quirk(ctx, QuirkAMIFutureState, facts{status: be.Status}) {
+		// AMI: the settings object exists only while something is pending;
+		// nothing is, and the PATCH carries the Bios resource's ETag.
+		res.Fallback = "AMI MegaRAC: the settings object exists only while changes are pending; PATCH with the Bios ETag"
+		return doc.Attributes, etag, nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := decodeNumbers(sraw, &sd); err != nil {
+		return nil, "", fmt.Errorf("decoding %s: %w", res.Target, err)
+	}
+	if c.quirk(ctx, QuirkAMIFutureState, facts{resource: sraw}) {
+		res.Fallback = "AMI MegaRAC: @Redfish.FutureState settings object (pending attributes only)"
+	}
+	current := maps.Clone(doc.Attributes)
+	maps.Copy(current, sd.Attributes)
+	return current, setag, nil
 }
 
 // Mismatch is one BIOS attribute that does not have the wanted value.

@@ -1,9 +1,12 @@
 package bmc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -23,6 +26,9 @@ const (
 // BMC lists in BootSourceOverrideTarget@Redfish.AllowableValues: the error
 // names those it allows.
 func (c *Client) SetBootOverride(ctx context.Context, target, uri string, once bool) error {
+	if target == BootNone {
+		return c.ClearBootOverride(ctx)
+	}
 	op := fmt.Sprintf("setting boot override to %s", target)
 	sys, err := c.system(ctx)
 	if err != nil {
@@ -39,15 +45,75 @@ func (c *Client) SetBootOverride(ctx context.Context, target, uri string, once b
 		return &Error{Kind: KindInvalid, Endpoint: c.cfg.Endpoint, Op: op,
 			Err: errors.New("a boot URI is only meaningful with target UefiHttp")}
 	}
-	b := &schemas.Boot{BootSourceOverrideTarget: schemas.BootSource(target),
-		BootSourceOverrideEnabled: schemas.ContinuousBootSourceOverrideEnabled}
+	b := map[string]any{"BootSourceOverrideTarget": target, "BootSourceOverrideEnabled": "Continuous"}
 	if once {
-		b.BootSourceOverrideEnabled = schemas.OnceBootSourceOverrideEnabled
+		b["BootSourceOverrideEnabled"] = "Once"
 	}
 	if uri != "" {
-		b.HTTPBootURI = &uri
+		b["HttpBootUri"] = uri
 	}
-	return c.wrap(op, sys.SetBoot(b))
+	if c.quirk(ctx, QuirkSupermicroBootMode, facts{resource: sys.RawData}) {
+		// Supermicro: without the mode in the same PATCH the one-time
+		// override falls back to Legacy.
+		b["BootSourceOverrideMode"] = ModeUEFI
+	}
+	return c.patchBoot(ctx, op, sys, b)
+}
+
+// BootNone is the override target that means "no override".
+const BootNone = "None"
+
+// ClearBootOverride ends any boot override: the system boots its own boot
+// order again.
+func (c *Client) ClearBootOverride(ctx context.Context) error {
+	const op = "clearing the boot override"
+	sys, err := c.system(ctx)
+	if err != nil {
+		return c.wrap(op, err)
+	}
+	b := map[string]any{"BootSourceOverrideTarget": BootNone, "BootSourceOverrideEnabled": "Disabled"}
+	if c.quirk(ctx, QuirkILONoneTarget, facts{resource: sys.RawData}) {
+		// HPE iLO refuses target None: Disabled alone ends the override.
+		delete(b, "BootSourceOverrideTarget")
+	}
+	return c.patchBoot(ctx, op, sys, b)
+}
+
+// patchBoot PATCHes the System's Boot object (with If-Match of its
+// @odata.etag where it has one).
+func (c *Client) patchBoot(ctx context.Context, op string, sys *schemas.ComputerSystem, boot map[string]any) error {
+	api, err := c.gf(ctx)
+	if err != nil {
+		return err
+	}
+	payload := map[string]any{"Boot": boot}
+	resp, err := api.PatchWithHeaders(sys.ODataID, payload, sys.Headers())
+	closeBody(resp)
+	var be *Error
+	if err != nil && errors.As(err, &be) &&
+		c.quirk(ctx, QuirkBootSettingsIfMatch, facts{resource: sys.RawData, status: be.Status, messages: be.Messages}) {
+		// Dell iDRAC 10: Boot is read-only on the System; the override goes
+		// to its settings object, If-Match required.
+		so := settingsObject(sys.RawData)
+		var doc struct {
+			ETag string `json:"@odata.etag"`
+		}
+		etag, gerr := getJSON(api, so, &doc)
+		if gerr != nil {
+			return c.wrap(op+": reading the settings object "+so, gerr)
+		}
+		hdr := map[string]string{"If-Match": cmp.Or(etag, doc.ETag, "*")}
+		resp, err = api.PatchWithHeaders(so, payload, hdr)
+		closeBody(resp)
+	}
+	return c.wrap(op, err)
+}
+
+func closeBody(resp *http.Response) {
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
 }
 
 // checkBootTarget is nil when target is allowed (an empty list allows all:
@@ -103,21 +169,28 @@ func (c *Client) SetBootMode(ctx context.Context, mode string) error {
 	if err != nil {
 		return c.wrap(op, err)
 	}
-	if hasBootProperty(sys.RawData, "BootSourceOverrideMode") {
-		b := &schemas.Boot{BootSourceOverrideTarget: sys.Boot.BootSourceOverrideTarget,
-			BootSourceOverrideEnabled: sys.Boot.BootSourceOverrideEnabled, BootSourceOverrideMode: schemas.BootSourceOverrideMode(mode)}
-		return c.wrap(op, sys.SetBoot(b))
+	cur := map[string]any{"BootSourceOverrideTarget": string(sys.Boot.BootSourceOverrideTarget),
+		"BootSourceOverrideEnabled": string(sys.Boot.BootSourceOverrideEnabled), "BootSourceOverrideMode": mode}
+	switch {
+	case hasBootProperty(sys.RawData, "BootSourceOverrideMode"):
+		return c.patchBoot(ctx, op, sys, cur)
+	case c.quirk(ctx, QuirkSupermicroBootMode, facts{resource: sys.RawData}):
+		// Supermicro takes the mode it does not advertise.
+		return c.patchBoot(ctx, op, sys, cur)
+	case !c.quirk(ctx, QuirkBootModeBIOS, facts{resource: sys.RawData}):
+		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op, Err: errors.New("no way to set the boot mode")}
 	}
+	// Dell iDRAC, HPE iLO: the BIOS attribute BootMode, for the next reset.
 	attrs, err := c.Attributes(ctx)
 	if err != nil {
 		return c.wrap(op, err)
 	}
-	cur, ok := attrs["BootMode"].(string)
+	mcur, ok := attrs["BootMode"].(string)
 	if !ok {
 		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: op,
 			Err: errors.New("the system has neither Boot.BootSourceOverrideMode nor a BootMode BIOS attribute")}
 	}
-	_, err = c.ApplyBIOS(ctx, map[string]any{"BootMode": biosBootMode(mode, cur)})
+	_, err = c.ApplyBIOS(ctx, map[string]any{"BootMode": biosBootMode(mode, mcur)})
 	return err
 }
 

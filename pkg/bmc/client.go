@@ -81,6 +81,9 @@ type Client struct {
 	probing       sync.Mutex   // one Readings probe at a time
 	healthProbing sync.Mutex   // one health probe at a time
 	plan          *readingPlan // how Readings reads this BMC, once probed (readings.go)
+	quirks        *quirkLog    // deviations met (quirks.go), shared with the transports
+	idOnce        sync.Mutex   // one identity read at a time
+	id            *identity    // who the BMC says it is, once read
 	healthPlan    *healthPlan  // where Readings finds drive, GPU and memory health
 }
 
@@ -126,11 +129,12 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, &Error{Kind: KindInvalid, Endpoint: cfg.Endpoint, Op: "dial",
 			Err: errors.New("endpoint must start with https:// (or http:// for a lab BMC)")}
 	}
-	hc, lim, ren, err := newHTTPClient(cfg)
+	ql := &quirkLog{}
+	hc, lim, ren, err := newHTTPClient(cfg, ql)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, lim: lim, ren: ren, http: hc}
+	c := &Client{cfg: cfg, log: cfg.Logger, lim: lim, ren: ren, http: hc, quirks: ql}
 	ren.login, ren.stop = c.createSession, c.stop
 	if err := c.login(ctx); err != nil {
 		hc.CloseIdleConnections()
@@ -140,8 +144,10 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // newHTTPClient builds the transport chain:
-// renewer -> checker -> retryablehttp -> limiter -> http.Transport.
-func newHTTPClient(cfg Config) (*http.Client, *limiter, *renewer, error) {
+// redirector -> renewer -> checker -> retryablehttp -> limiter -> http.Transport.
+// net/http's own redirect following is off: the redirector follows (see
+// QuirkRedirect).
+func newHTTPClient(cfg Config, ql *quirkLog) (*http.Client, *limiter, *renewer, error) {
 	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.CAPool, InsecureSkipVerify: cfg.Insecure} //nolint:gosec // explicit lab opt-in
 	if cfg.CAFile != "" {
 		pem, err := os.ReadFile(cfg.CAFile)
@@ -165,8 +171,9 @@ func newHTTPClient(cfg Config) (*http.Client, *limiter, *renewer, error) {
 	fresh := base.Clone()
 	fresh.DisableKeepAlives = true
 	lim := &limiter{next: base, fresh: fresh, sem: make(chan struct{}, cfg.MaxInFlight), readTimeout: cfg.ReadTimeout, endpoint: cfg.Endpoint}
+	noFollow := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	rc := &retryablehttp.Client{
-		HTTPClient:   &http.Client{Transport: lim},
+		HTTPClient:   &http.Client{Transport: lim, CheckRedirect: noFollow},
 		Logger:       nil,
 		RetryWaitMin: cfg.RetryWait,
 		RetryWaitMax: 4 * cfg.RetryWait,
@@ -180,9 +187,10 @@ func newHTTPClient(cfg Config) (*http.Client, *limiter, *renewer, error) {
 			}
 		},
 	}
-	top := &checker{next: &retryablehttp.RoundTripper{Client: rc}, endpoint: cfg.Endpoint}
+	top := &checker{next: &retryablehttp.RoundTripper{Client: rc}, endpoint: cfg.Endpoint, quirks: ql}
 	ren := &renewer{next: top, endpoint: cfg.Endpoint}
-	return &http.Client{Transport: ren}, lim, ren, nil
+	red := &redirector{next: ren, endpoint: cfg.Endpoint, quirks: ql}
+	return &http.Client{Transport: red, CheckRedirect: noFollow}, lim, ren, nil
 }
 
 func (c *Client) gofishConfig(basic bool, user, password string) gofish.ClientConfig {

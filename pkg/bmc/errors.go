@@ -174,13 +174,8 @@ func wrapErr(endpoint, op string, err error) error {
 func redfishMessages(se *schemas.Error) []string {
 	var out []string
 	for _, m := range se.ExtendedInfos {
-		switch {
-		case m.MessageID != "" && m.Message != "":
-			out = append(out, m.MessageID+": "+m.Message)
-		case m.Message != "":
-			out = append(out, m.Message)
-		case m.MessageID != "":
-			out = append(out, m.MessageID)
+		if l := messageLine(m.MessageID, m.Message); l != "" {
+			out = append(out, l)
 		}
 	}
 	if len(out) == 0 && se.Message != "" {
@@ -191,6 +186,18 @@ func redfishMessages(se *schemas.Error) []string {
 		out = append(out, msg)
 	}
 	return out
+}
+
+// messageLine writes one Redfish message as "MessageId: Message" (either
+// alone where the other is missing; "" when both are).
+func messageLine(id, msg string) string {
+	switch {
+	case id != "" && msg != "":
+		return id + ": " + msg
+	case msg != "":
+		return msg
+	}
+	return id
 }
 
 // errorBody parses a Redfish error body ({"error": {...}}). It returns nil

@@ -482,8 +482,10 @@ func (c *Client) readFirmware(api *gofish.APIClient, r *reading) []firmwareItem 
 	var out []firmwareItem
 	for _, it := range items {
 		if it.Version != "" {
-			out = append(out, firmwareItem{id: strings.TrimSpace(it.ID), name: strings.TrimSpace(it.Name),
-				context: hpeDeviceContext(it.RawData), version: it.Version})
+			fi := firmwareItem{id: strings.TrimSpace(it.ID), name: strings.TrimSpace(it.Name),
+				context: hpeDeviceContext(it.RawData), version: it.Version}
+			fi.fill(it.RawData)
+			out = append(out, fi)
 		}
 	}
 	return nameFirmware(out)

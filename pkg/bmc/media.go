@@ -2,8 +2,11 @@ package bmc
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -51,7 +54,47 @@ func (c *Client) InsertMedia(ctx context.Context, image string) error {
 	}
 	t := true
 	_, err = cds[0].InsertMedia(&schemas.VirtualMediaInsertMediaParameters{Image: image, Inserted: &t, WriteProtected: &t})
+	var be *Error
+	if err != nil && errors.As(err, &be) && c.quirk(ctx, QuirkIDRAC10Media, facts{status: be.Status, messages: be.Messages}) {
+		// Dell iDRAC 10 refuses Inserted and WriteProtected: Image and the
+		// transfer protocol alone.
+		err = c.insertMediaPlain(ctx, cds[0], image)
+	}
 	return c.wrap(fmt.Sprintf("%s into %s", op, cds[0].ODataID), err)
+}
+
+// insertMediaPlain posts InsertMedia with Image and TransferProtocolType
+// only (QuirkIDRAC10Media).
+func (c *Client) insertMediaPlain(ctx context.Context, v *schemas.VirtualMedia, image string) error {
+	target := actionTarget(v.RawData, "#VirtualMedia.InsertMedia")
+	if target == "" {
+		return &Error{Kind: KindUnsupported, Endpoint: c.cfg.Endpoint, Op: "inserting virtual media",
+			Err: fmt.Errorf("%s has no InsertMedia action", v.ODataID)}
+	}
+	api, err := c.gf(ctx)
+	if err != nil {
+		return err
+	}
+	proto := "HTTP"
+	if strings.HasPrefix(strings.ToLower(image), "https://") {
+		proto = "HTTPS"
+	}
+	resp, err := api.Post(target, map[string]any{"Image": image, "TransferProtocolType": proto})
+	closeBody(resp)
+	return err
+}
+
+// actionTarget reads Actions[name].target from a resource's raw JSON.
+func actionTarget(raw []byte, name string) string {
+	var doc struct {
+		Actions map[string]struct {
+			Target string `json:"target"`
+		} `json:"Actions"`
+	}
+	if json.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	return doc.Actions[name].Target
 }
 
 // EjectMedia ejects every inserted CD/DVD virtual media.

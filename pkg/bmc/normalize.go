@@ -369,6 +369,11 @@ func mergeNICs(eths []machine.NIC, adapters []adapter) []machine.NIC {
 type firmwareItem struct {
 	id, name, context, version string
 	component                  string // set by nameFirmware
+
+	// read raw for the UpdateService (update.go fill)
+	uri, description, manufacturer, softwareID, sha256 string
+	updateable                                         bool
+	related                                            []string
 }
 
 // nameFirmware names each entry for what it is: the resource's Name ("NVIDIA

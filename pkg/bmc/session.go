@@ -168,7 +168,7 @@ func (c *Client) createSession(ctx context.Context) (string, string, error) {
 	user, pass := c.cfg.Username, c.cfg.Password
 	c.mu.Unlock()
 	payload, _ := json.Marshal(map[string]string{"UserName": user, "Password": pass})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.cfg.Endpoint+sessionsURI, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(context.WithValue(ctx, rawKey{}, true), http.MethodPost, c.cfg.Endpoint+sessionsURI, bytes.NewReader(payload))
 	if err != nil {
 		return "", "", err
 	}
@@ -204,7 +204,8 @@ func (c *Client) createSession(ctx context.Context) (string, string, error) {
 // deleteSession logs out the session at location with its token. A
 // session already gone (401, 404) is not an error.
 func (c *Client) deleteSession(ctx context.Context, location, token string) error {
-	req, err := http.NewRequestWithContext(context.WithValue(ctx, noRenewKey{}, true), http.MethodDelete, c.cfg.Endpoint+location, nil)
+	ctx = context.WithValue(context.WithValue(ctx, noRenewKey{}, true), rawKey{}, true)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.cfg.Endpoint+location, nil)
 	if err != nil {
 		return err
 	}

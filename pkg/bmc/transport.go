@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/stmcginnis/gofish/schemas"
 )
 
 // maxBody bounds one Redfish response read into memory.
@@ -89,6 +90,7 @@ func (l *limiter) RoundTrip(req *http.Request) (*http.Response, error) {
 type checker struct {
 	next     http.RoundTripper
 	endpoint string
+	quirks   *quirkLog
 
 	mu      sync.Mutex
 	refused map[string]bool // Authorization headers answered 401
@@ -114,6 +116,9 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.refused[basic] = true
 		c.mu.Unlock()
 	}
+	if err == nil && resp.StatusCode >= 400 && resp.StatusCode != http.StatusUnauthorized && req.Context().Value(rawKey{}) == nil {
+		return nil, c.statusError(req, resp)
+	}
 	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
@@ -125,15 +130,41 @@ func (c *checker) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	op := fmt.Sprintf("GET %s", req.URL.Path)
 	if len(bytes.TrimSpace(body)) == 0 {
+		c.quirks.record(QuirkErrorBody200)
 		return nil, &Error{Kind: KindBadResponse, Endpoint: c.endpoint, Op: op, Status: resp.StatusCode,
 			Err: errors.New("HTTP 200 with an empty body; expected a Redfish resource")}
 	}
 	if se := errorBody(body); se != nil {
+		c.quirks.record(QuirkErrorBody200)
 		se.HTTPReturnedStatusCode = resp.StatusCode
 		return nil, &Error{Kind: KindBadResponse, Endpoint: c.endpoint, Op: op, Status: resp.StatusCode,
 			Messages: redfishMessages(se), Err: se}
 	}
 	return resp, nil
+}
+
+// statusError turns an answer of 400 or more into a *Error that names the
+// request (method and path), the status and the BMC's Redfish messages, so
+// a deviation no quirk knows reads "PATCH /redfish/v1/Systems/1: request
+// rejected (HTTP 400): Base.1.0.PropertyUnknown: ...", never a bare 400.
+// Err is gofish's *schemas.Error of the body (errors.As still finds it).
+// A 401 is left to the renewer; requests marked rawKey read their status
+// themselves.
+func (c *checker) statusError(req *http.Request, resp *http.Response) error {
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	se := schemas.ConstructError(resp.StatusCode, body).(*schemas.Error)
+	e := &Error{Kind: kindForStatus(resp.StatusCode), Endpoint: c.endpoint, Op: req.Method + " " + req.URL.Path,
+		Status: resp.StatusCode, Messages: redfishMessages(se), Err: se}
+	if len(se.ExtendedInfos) == 0 && se.Message != "" {
+		c.quirks.record(QuirkMessageOnly)
+	}
+	if len(e.Messages) == 0 {
+		if t := strings.TrimSpace(string(body)); t != "" && len(t) < 512 {
+			e.Messages = []string{t}
+		}
+	}
+	return e
 }
 
 func (c *checker) wasRefused(auth string) bool {
@@ -178,6 +209,10 @@ type onceKey struct{}
 // there every attempt it sends, so one call (Readings) can report what it
 // cost on a client that other callers share.
 type countKey struct{}
+
+// rawKey marks a request whose caller reads the status itself (session
+// login and logout): the checker hands any answer back as it came.
+type rawKey struct{}
 
 // postKey marks an action POST (Reset, InsertMedia ...) in the request
 // context: it must not run twice. (A session login is retried: a duplicate

@@ -24,7 +24,11 @@ func (s DCGMStatus) rank() int {
 type DCGMResult struct {
 	Version       string // DCGM version
 	DriverVersion string
-	Tests         []DCGMTest // in output order
+	// GPUs is how many GPUs the run covered, from "GPU Device IDs" (DCGM 3)
+	// or entity_groups (DCGM 4); 0 when the output does not say. A "Pass -
+	// All" row of the table covers GPUs 0 to GPUs-1.
+	GPUs  int        `json:",omitempty"`
+	Tests []DCGMTest // in output order
 }
 
 // DCGMTest is one diagnostic ("PCIe", "Diagnostic"; DCGM 4 names them

@@ -22,7 +22,7 @@ func gpus(st DCGMStatus, ids ...int) []DCGMEntityResult {
 
 // dcgmV3Pass is testdata/dcgm/pass_v3.json.
 func dcgmV3Pass() DCGMResult {
-	r := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08"}
+	r := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08", GPUs: 2}
 	for _, n := range dcgmDeployment() {
 		r.Tests = append(r.Tests, DCGMTest{Category: "Deployment", Name: n, Status: DCGMPass,
 			Entities: []DCGMEntityResult{{ID: -1, Status: DCGMPass}}})
@@ -42,7 +42,7 @@ func dcgmV3Pass() DCGMResult {
 
 // dcgmV4Pass is testdata/dcgm/pass_v4.json.
 func dcgmV4Pass() DCGMResult {
-	r := DCGMResult{Version: "4.1.1", DriverVersion: "550.127.08"}
+	r := DCGMResult{Version: "4.1.1", DriverVersion: "550.127.08", GPUs: 4}
 	add := func(cat, name string) *DCGMTest {
 		r.Tests = append(r.Tests, DCGMTest{Category: cat, Name: name, Status: DCGMPass, Entities: gpus(DCGMPass, 0, 1, 2, 3)})
 		return &r.Tests[len(r.Tests)-1]
@@ -107,7 +107,11 @@ func TestParseDCGM(t *testing.T) {
 		},
 		"no categories":   {in: []byte(`{"DCGM Diagnostic": {}}`), err: &wantErr{is: ErrIncomplete}},
 		"not DCGM output": {in: []byte(`{"jobs": []}`), err: &wantErr{line: 1, text: "DCGM Diagnostic"}},
-		"trailing data":   {in: []byte("{\"DCGM Diagnostic\": {}}\n{}"), err: &wantErr{line: 2, text: "after the JSON"}},
+		// Written from dcgmi's behaviour: stderr notices land before and after the document.
+		"text before and after the document is skipped": {
+			in:   append(append([]byte("Warning: the DCGM host engine is not running as root\n"), fixture(t, "dcgm/pass_v4.json")...), "\nnv-hostengine: connection reset\n"...),
+			want: dcgmV4Pass(), passed: true,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -127,19 +131,20 @@ func TestParseDCGM(t *testing.T) {
 }
 
 func TestParseDCGMText(t *testing.T) {
-	pass := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08"}
+	pass := DCGMResult{Version: "3.3.5", DriverVersion: "535.161.08", GPUs: 4}
 	for _, n := range dcgmDeployment() {
 		pass.Tests = append(pass.Tests, DCGMTest{Category: "Deployment", Name: n, Status: DCGMPass})
 	}
 	for _, c := range [][2]string{{"Integration", "PCIe"}, {"Hardware", "GPU Memory"}, {"Hardware", "Diagnostic"},
 		{"Stress", "Targeted Stress"}, {"Stress", "Targeted Power"}, {"Stress", "Memory Bandwidth"}} {
-		pass.Tests = append(pass.Tests, DCGMTest{Category: c[0], Name: c[1], Status: DCGMPass})
+		// "Pass - All" is each of the 4 GPUs of "GPU Device IDs Detected".
+		pass.Tests = append(pass.Tests, DCGMTest{Category: c[0], Name: c[1], Status: DCGMPass, Entities: gpus(DCGMPass, 0, 1, 2, 3)})
 	}
 	fail := dcgmCopy(pass)
 	fail.Tests[10] = DCGMTest{Category: "Hardware", Name: "GPU Memory", Status: DCGMFail,
 		Entities: append(gpus(DCGMPass, 0, 2, 3), gpus(DCGMFail, 1)...),
 		Warnings: []DCGMWarning{{Message: "Detected 2 volatile double-bit ECC error(s) in GPU 1. Drain the GPU and reset it or reboot the node."}}}
-	fail.Tests[11].Status = DCGMSkip
+	fail.Tests[11].Status, fail.Tests[11].Entities = DCGMSkip, gpus(DCGMSkip, 0, 1, 2, 3)
 	fail.Tests[13] = DCGMTest{Category: "Stress", Name: "Targeted Power", Status: DCGMWarn, Entities: gpus(DCGMWarn, 3)}
 
 	tests := map[string]struct {

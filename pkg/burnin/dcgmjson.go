@@ -17,6 +17,11 @@ type dcgmDoc struct {
 	Driver     string          `json:"Driver Version Detected"`
 	Metadata   dcgmMeta        `json:"metadata"`
 	Iterations json.RawMessage `json:"iterations"`
+	DeviceIDs  []string        `json:"GPU Device IDs"` // DCGM 3
+	Groups     []struct {
+		Group    string            `json:"entity_group"`
+		Entities []json.RawMessage `json:"entities"`
+	} `json:"entity_groups"` // DCGM 4
 }
 
 type dcgmMeta struct {
@@ -81,7 +86,13 @@ func ParseDCGM(data []byte) (DCGMResult, error) {
 	if len(diag.Categories) == 0 {
 		return DCGMResult{}, incomplete(toolDCGM, "no test_categories")
 	}
-	res := DCGMResult{Version: firstNonEmpty(doc.Metadata.Version, doc.Version), DriverVersion: firstNonEmpty(doc.Metadata.Driver, doc.Driver)}
+	res := DCGMResult{Version: firstNonEmpty(doc.Metadata.Version, doc.Version), DriverVersion: firstNonEmpty(doc.Metadata.Driver, doc.Driver),
+		GPUs: len(doc.DeviceIDs)}
+	for _, g := range doc.Groups {
+		if g.Group == "GPU" {
+			res.GPUs = max(res.GPUs, len(g.Entities))
+		}
+	}
 	for _, c := range diag.Categories {
 		for _, t := range c.Tests {
 			test, err := dcgmTest(c.Category, t)

@@ -10,7 +10,7 @@ var (
 	// "|-----  Deployment  --------+----...|" and "+-----  Stress  ---...+"
 	dcgmCatRe = regexp.MustCompile(`^[|+]-+\s+(\S.*?)\s+-+\+`)
 	// "Pass", "Fail - All", "Warn - GPUs: 0, 2", "Skip - GPU: 1"
-	dcgmStatusRe = regexp.MustCompile(`^(Pass|Fail|Warn|Skip)(?: - (?:All|GPUs?: ([\d, ]+)))?$`)
+	dcgmStatusRe = regexp.MustCompile(`^(Pass|Fail|Warn|Skip)(?: - (All|GPUs?: ([\d, ]+)))?$`)
 	// DCGM 4 per-entity rows: "GPU0: Pass"
 	dcgmEntityRe = regexp.MustCompile(`^([A-Za-z]+)(\d+): (Pass|Fail|Warn|Skip)$`)
 	// DCGM 4 per-entity warning labels: "Warning: GPU0"
@@ -80,10 +80,8 @@ func (t *dcgmTable) line(n int, s string) error {
 			return lineErr(toolDCGM, n, s, "expected two table columns")
 		}
 		return t.row(n, s, strings.TrimSpace(cells[0]), cells[1])
-	case s != "":
-		return lineErr(toolDCGM, n, s, "expected a table row")
 	}
-	return nil
+	return nil // not the table's: a notice or stderr between its rows
 }
 
 // row handles one "| name | cell |" row. cell keeps its padding: a wrapped
@@ -96,6 +94,8 @@ func (t *dcgmTable) row(n int, s, name, cell string) error {
 			t.res.Version = value
 		case "Driver Version Detected":
 			t.res.DriverVersion = value
+		case "GPU Device IDs Detected":
+			t.res.GPUs = len(strings.Split(value, ","))
 		}
 		return nil
 	}
@@ -170,10 +170,17 @@ func (t *dcgmTable) addWarning(n int, s, name, value string) error {
 	return nil
 }
 
-// addGPUs records the GPUs a "Fail - GPUs: 0, 1" row names.
+// addGPUs records the GPUs a "Fail - GPUs: 0, 1" row names; "- All"
+// names every GPU of "GPU Device IDs Detected" (none when that is absent).
 func (t *dcgmTable) addGPUs(n int, s string, test *DCGMTest, m []string) error {
 	st := DCGMStatus(m[1])
-	for _, f := range strings.Split(m[2], ",") {
+	if m[2] == "All" {
+		for i := range t.res.GPUs {
+			test.Entities = append(test.Entities, DCGMEntityResult{Group: "GPU", ID: i, Status: st})
+		}
+		return nil
+	}
+	for _, f := range strings.Split(m[3], ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}

@@ -20,6 +20,10 @@ const (
 	// ErrToolFailed: the tool itself reported that it could not run the test
 	// (dcgmi runtime_error, iperf3 "error", an NCCL test failure).
 	ErrToolFailed = sentinel("the tool reported that the test could not run")
+	// ErrMiscompare: the tool checked the data it moved or computed and
+	// found it wrong, then stopped (nvbandwidth's data-pattern assertion).
+	// A hardware verdict: the node failed, the tool did not.
+	ErrMiscompare = sentinel("the tool found wrong data and stopped")
 )
 
 // sentinel is a constant error, so the package needs no mutable globals.
@@ -110,30 +114,81 @@ func lineOfKey(data []byte, key string) int {
 	return lineAt(data, int64(i))
 }
 
-// decodeJSON decodes exactly one JSON value from data into v. Truncated input
-// wraps ErrIncomplete; syntax and type errors name the line.
+// decodeJSON decodes the first JSON object of data into v. Text before it
+// (a warning, a notice) and after it (fio's normal output, stderr) is not
+// the document and is skipped. The document starts on the first line
+// whose first non-blank byte is "{" and decodes; when none decodes, the
+// first candidate's error is returned: truncated input wraps
+// ErrIncomplete, syntax and type errors name the line.
 func decodeJSON(tool string, data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	err := dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			off := dec.InputOffset()
-			return lineErr(tool, lineAt(data, off), "", "unexpected data after the JSON document")
+	_, err := decodeJSONFrom(tool, data, 0, v)
+	return err
+}
+
+// decodeJSONFrom is decodeJSON from offset from; it returns the offset
+// just past the document it decoded, where the next one may start.
+func decodeJSONFrom(tool string, data []byte, from int, v any) (int, error) {
+	var first error
+	for start := jsonStart(data, from); start >= 0; start = jsonStart(data, start+1) {
+		end, err := decodeJSONAt(tool, data, start, v)
+		if err == nil {
+			return end, nil
 		}
-		return nil
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		return len(data), &ParseError{Tool: tool, Msg: "no JSON document", Err: ErrIncomplete}
+	}
+	return len(data), first
+}
+
+// jsonStart returns the offset of the first "{" at or after from that
+// begins a line, or -1. Tools print a document's outer braces in column 0
+// and indent what is inside, so a nested object is never taken for one.
+func jsonStart(data []byte, from int) int {
+	off := from
+	if off > 0 && off <= len(data) && data[off-1] != '\n' { // mid-line: from the next line
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		off += nl + 1
+	}
+	for off < len(data) {
+		if data[off] == '{' {
+			return off
+		}
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			return -1
+		}
+		off += nl + 1
+	}
+	return -1
+}
+
+// decodeJSONAt decodes one JSON value at data[start:].
+func decodeJSONAt(tool string, data []byte, start int, v any) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data[start:]))
+	err := dec.Decode(v)
+	at := func(off int64) int { return lineAt(data, int64(start)+off) }
+	if err == nil {
+		return start + int(dec.InputOffset()), nil
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &ParseError{Tool: tool, Line: len(splitLines(data)), Msg: "JSON document ends early", Err: ErrIncomplete}
+		return 0, &ParseError{Tool: tool, Line: len(splitLines(data)), Msg: "JSON document ends early", Err: ErrIncomplete}
 	}
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
-		return &ParseError{Tool: tool, Line: lineAt(data, syn.Offset), Msg: "invalid JSON", Err: err}
+		return 0, &ParseError{Tool: tool, Line: at(syn.Offset), Msg: "invalid JSON", Err: err}
 	}
 	var typ *json.UnmarshalTypeError
 	if errors.As(err, &typ) {
-		return &ParseError{Tool: tool, Line: lineAt(data, typ.Offset), Msg: fmt.Sprintf("field %q: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value)}
+		return 0, &ParseError{Tool: tool, Line: at(typ.Offset), Msg: fmt.Sprintf("field %q: expected %s, got JSON %s", typ.Field, typ.Type, typ.Value)}
 	}
-	return &ParseError{Tool: tool, Msg: "decoding JSON", Err: err}
+	return 0, &ParseError{Tool: tool, Msg: "decoding JSON", Err: err}
 }
 
 // cutLastLine marks a line error as ErrIncomplete when it is on the last

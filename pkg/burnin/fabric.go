@@ -23,11 +23,15 @@ const (
 
 // fabric runs a two-node test: the engine pairs this node with another of
 // its recipe in burn-in; the first to ask listens, the second connects.
-// Both judge what they measured. No partner in time is a skipped check.
-func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, path string) api.CheckResult {
+// Both judge what they measured. No partner in time, or no answer from
+// ingot, and the check could not run.
+func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, path string) (api.Evidence, map[string]float64) {
+	notRun := func(format string, args ...any) (api.Evidence, map[string]float64) {
+		return api.Evidence{Tool: t.bin, NotRun: fmt.Sprintf(format, args...)}, nil
+	}
 	addr, err := interfaceAddr(c.Args["interface"])
 	if err != nil {
-		return api.CheckResult{Detail: fmt.Sprintf("%s: args.interface: %v", c.Name, err)}
+		return notRun("args.interface: %v", err)
 	}
 	wait := r.PairWait
 	if wait <= 0 {
@@ -41,17 +45,17 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 	var peer api.Peer
 	for {
 		if peer, err = r.Pair(ctx, c.Name, addr); err != nil {
-			return api.CheckResult{Detail: fmt.Sprintf("%s: asking ingot for a partner node: %v", c.Name, err)}
+			return notRun("asking ingot for a partner node: %v", err)
 		}
 		if peer.Role != "wait" {
 			break
 		}
 		if time.Now().After(deadline) {
-			return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: no other node of the recipe reached burn-in within %s", t.bin, wait)}
+			return notRun("%s did not run: no other node of the recipe reached burn-in within %s", t.bin, wait)
 		}
 		select {
 		case <-ctx.Done():
-			return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: the burn-in deadline passed waiting for a partner", t.bin)}
+			return notRun("%s did not run: the burn-in deadline passed waiting for a partner", t.bin)
 		case <-time.After(every):
 		}
 	}
@@ -63,15 +67,18 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 	}
 	r.logf("burn-in %s: %s with %s", c.Name, peer.Role, peer.Address)
 	out, err := r.runRetrying(ctx, path, argv, peer.Role == "client", every)
-	res := t.judge(out, c, p)
-	if !res.OK && err != nil {
-		res.Detail += fmt.Sprintf(" (%s %v: %v)", t.bin, argv, err)
+	ev := Evidence(c, out)
+	with := fmt.Sprintf("as %s with %s", peer.Role, peer.Address)
+	for i := range ev.Values {
+		ev.Values[i].Subject += ", " + with
 	}
-	if res.Metrics == nil {
-		res.Metrics = map[string]float64{}
+	if ev.NotRun != "" {
+		ev.NotRun += ", " + with
+		if err != nil {
+			ev.NotRun += fmt.Sprintf(" (%s %v: %v)", t.bin, argv, err)
+		}
 	}
-	res.Detail = fmt.Sprintf("%s, as %s with %s", res.Detail, peer.Role, peer.Address)
-	return res
+	return ev, nil
 }
 
 // runRetrying runs argv; a client retries while its server is not yet
@@ -176,34 +183,4 @@ func (r *Runner) gpuDirect(c recipe.Check, p Plan) recipe.Check {
 func ibServe(c recipe.Check, secs string) []string { return ibArgs(c, secs) }
 func ibConnect(c recipe.Check, secs, addr string) []string {
 	return append(ibArgs(c, secs), addr)
-}
-
-func judgeIperf3(out []byte, c recipe.Check, _ Plan) api.CheckResult {
-	r, err := ParseIperf3(out)
-	if err != nil {
-		return api.CheckResult{Detail: err.Error()}
-	}
-	bps := r.ReceivedBitsPerSec
-	res := api.CheckResult{Value: bps, Metrics: map[string]float64{"retransmits": float64(r.Retransmits)}}
-	if !c.Min.IsZero() && bps < c.Min.Value {
-		res.Detail = fmt.Sprintf("iperf3: %s received, want at least %s", show(bps, recipe.UnitBitsPerSecond), c.Min)
-		return res
-	}
-	res.OK, res.Detail = true, fmt.Sprintf("iperf3: %s received over %d streams", show(bps, recipe.UnitBitsPerSecond), r.Streams)
-	return res
-}
-
-func judgeIBWriteBW(out []byte, c recipe.Check, _ Plan) api.CheckResult {
-	r, err := ParseIBWriteBW(out)
-	if err != nil {
-		return api.CheckResult{Detail: err.Error()}
-	}
-	bps := r.MaxAvgBitsPerSec()
-	res := api.CheckResult{Value: bps}
-	if !c.Min.IsZero() && bps < c.Min.Value {
-		res.Detail = fmt.Sprintf("ib_write_bw: %s average, want at least %s", show(bps, recipe.UnitBitsPerSecond), c.Min)
-		return res
-	}
-	res.OK, res.Detail = true, fmt.Sprintf("ib_write_bw: %s average", show(bps, recipe.UnitBitsPerSecond))
-	return res
 }

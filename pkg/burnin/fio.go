@@ -1,9 +1,7 @@
 package burnin
 
 import (
-	"bytes"
 	"cmp"
-	"errors"
 	"slices"
 	"strconv"
 )
@@ -18,11 +16,12 @@ type FioResult struct {
 
 // FioJob is one job (or one group, with group_reporting).
 type FioJob struct {
-	Name  string
-	Error int // fio's per-job errno; non-zero means the job failed
-	Read  FioIO
-	Write FioIO
-	Trim  FioIO
+	Name     string
+	Filename string // the device or file it read ("job options": filename)
+	Error    int    // fio's per-job errno; non-zero means the job failed
+	Read     FioIO
+	Write    FioIO
+	Trim     FioIO
 }
 
 // FioIO is one direction of a job. Zero when the job did not do it.
@@ -59,7 +58,10 @@ type fioDoc struct {
 }
 
 type fioJobJSON struct {
-	Name  string    `json:"jobname"`
+	Name    string `json:"jobname"`
+	Options struct {
+		Filename string `json:"filename"`
+	} `json:"job options"`
 	Error int       `json:"error"`
 	Read  fioIOJSON `json:"read"`
 	Write fioIOJSON `json:"write"`
@@ -83,50 +85,37 @@ type fioIOJSON struct {
 // the JSON document (warnings such as "note: both iodepth >= 1 and
 // synchronous I/O engine") is skipped; line numbers count it.
 func ParseFio(data []byte) (FioResult, error) {
-	start := fioJSONStart(data)
-	if start < 0 {
-		return FioResult{}, incomplete(toolFio, "no JSON document")
-	}
+	res, _, err := parseFioAt(data, 0)
+	return res, err
+}
+
+// parseFioAt parses the first fio document at or after offset from and
+// returns the offset past it: the runner's output of one fio run per
+// disk holds one document each.
+func parseFioAt(data []byte, from int) (FioResult, int, error) {
 	var doc fioDoc
-	if err := decodeJSON(toolFio, data[start:], &doc); err != nil {
-		if pe := (*ParseError)(nil); errors.As(err, &pe) && pe.Line > 0 {
-			pe.Line += bytes.Count(data[:start], []byte("\n"))
-		}
-		return FioResult{}, err
+	end, err := decodeJSONFrom(toolFio, data, from, &doc)
+	if err != nil {
+		return FioResult{}, end, err
 	}
 	if len(doc.Jobs) == 0 {
-		return FioResult{}, &ParseError{Tool: toolFio, Line: lineOfKey(data, "jobs"), Msg: "no jobs"}
+		return FioResult{}, end, &ParseError{Tool: toolFio, Line: lineOfKey(data, "jobs"), Msg: "no jobs"}
 	}
 	res := FioResult{Version: doc.Version}
 	for _, j := range doc.Jobs {
-		job := FioJob{Name: j.Name, Error: j.Error}
+		job := FioJob{Name: j.Name, Error: j.Error, Filename: j.Options.Filename}
 		var err error
 		for _, d := range []struct {
 			dst *FioIO
 			src fioIOJSON
 		}{{&job.Read, j.Read}, {&job.Write, j.Write}, {&job.Trim, j.Trim}} {
 			if *d.dst, err = fioIO(d.src); err != nil {
-				return FioResult{}, &ParseError{Tool: toolFio, Line: lineOfKey(data, j.Name), Msg: "job " + strconv.Quote(j.Name) + ": " + err.Error()}
+				return FioResult{}, end, &ParseError{Tool: toolFio, Line: lineOfKey(data, j.Name), Msg: "job " + strconv.Quote(j.Name) + ": " + err.Error()}
 			}
 		}
 		res.Jobs = append(res.Jobs, job)
 	}
-	return res, nil
-}
-
-// fioJSONStart returns the offset of the first line that starts with "{".
-func fioJSONStart(data []byte) int {
-	for off := 0; off < len(data); {
-		if data[off] == '{' {
-			return off
-		}
-		i := bytes.IndexByte(data[off:], '\n')
-		if i < 0 {
-			break
-		}
-		off += i + 1
-	}
-	return -1
+	return res, end, nil
 }
 
 func fioIO(j fioIOJSON) (FioIO, error) {

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin/judge"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
 // Every fuzz target: the parser never panics; an error is a *ParseError
@@ -251,4 +255,95 @@ func sumXIDs(g []GPUSummary) int {
 		n += v.XIDs
 	}
 	return n
+}
+
+func FuzzParseBandwidthTest(f *testing.F) {
+	seed(f, "bandwidthtest")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseBandwidthTest(data)
+		if err != nil {
+			checkFuzzErr(t, toolBandwidthTest, data, err)
+		}
+		for _, run := range r.Runs {
+			for _, x := range run.Transfers {
+				if x.BytesPerSec < 0 || x.SizeBytes < 0 {
+					t.Fatalf("transfer %+v", x)
+				}
+			}
+		}
+		jsonable(t, r)
+	})
+}
+
+func FuzzParseP2P(f *testing.F) {
+	seed(f, "p2p")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseP2P(data)
+		if err != nil {
+			checkFuzzErr(t, toolP2P, data, err)
+		}
+		for _, m := range r.Matrices {
+			if len(m.Cells) != m.N*m.N {
+				t.Fatalf("matrix %q: %d cells for %dx%d", m.Kind, len(m.Cells), m.N, m.N)
+			}
+		}
+		jsonable(t, r)
+	})
+}
+
+func FuzzParseCUBLAS(f *testing.F) {
+	seed(f, "cublas")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseCUBLAS(data)
+		if err != nil {
+			checkFuzzErr(t, toolCUBLAS, data, err)
+			return
+		}
+		for _, run := range r.Runs {
+			if run.Compared != "PASS" && run.Compared != "FAIL" {
+				t.Fatalf("a complete run without its check: %+v", run)
+			}
+		}
+		jsonable(t, r)
+	})
+}
+
+func FuzzParseClpeak(f *testing.F) {
+	seed(f, "clpeak")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseClpeak(data)
+		if err != nil {
+			checkFuzzErr(t, toolClpeak, data, err)
+			return
+		}
+		for _, d := range r.Devices {
+			for _, x := range d.Tests {
+				if x.Best < 0 {
+					t.Fatalf("test %+v", x)
+				}
+			}
+		}
+		jsonable(t, r)
+	})
+}
+
+// FuzzJudgeOutput: every check's reader and the judge on any output: no
+// panic, a known verdict, a reason, bounded evidence that encodes.
+func FuzzJudgeOutput(f *testing.F) {
+	seed(f, "nccl", "gpuburn", "nvbandwidth", "dcgm", "fio", "iperf3", "ibwritebw", "stressng", "bandwidthtest", "p2p", "cublas", "clpeak")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, name := range Checks() {
+			ev, res := JudgeOutput(recipe.Check{Name: name}, recipe.BurnIn{}, data, judge.Inventory{GPUs: 2, Disks: []string{"/dev/nvme1n1"}})
+			switch res.Verdict {
+			case api.VerdictPassed, api.VerdictFailed, api.VerdictCouldNotRun:
+			default:
+				t.Fatalf("%s: verdict %q", name, res.Verdict)
+			}
+			if res.Reason == "" || len(ev.Values) > maxValues || len(ev.Faults) > maxFaults {
+				t.Fatalf("%s: %+v, %d values, %d faults", name, res, len(ev.Values), len(ev.Faults))
+			}
+			jsonable(t, ev)
+			jsonable(t, res)
+		}
+	})
 }

@@ -9,10 +9,12 @@ import (
 const toolGPUBurn = "gpu-burn"
 
 var (
-	gbProcRe   = regexp.MustCompile(`(-?\d+) \(([^ ()]+) Gflop/s\)`)
-	gbErrRe    = regexp.MustCompile(`(-?\d+)(\s+\((WARNING|DIED)!\))?`)
-	gbTempRe   = regexp.MustCompile(`(\d+) C\b|--`)
-	gbPowerRe  = regexp.MustCompile(`(\d+) W\b|--`)
+	// One entry of each progress segment, anchored at the segment's start;
+	// what follows the last entry (stderr glued to the "\r" line) is not read.
+	gbProcRe   = regexp.MustCompile(`^\s*(-?\d+) \(([^ ()]+) Gflop/s\)\s*(?:-\s*)?`)
+	gbErrRe    = regexp.MustCompile(`^\s*(-?\d+)(?:\s+\((WARNING|DIED)!\))?\s*(?:-\s*)?`)
+	gbTempRe   = regexp.MustCompile(`^\s*(?:(-?\d+) C|--)\s*(?:-\s*)?`)
+	gbPowerRe  = regexp.MustCompile(`^\s*(?:(\d+) W|--)\s*(?:-\s*)?`)
 	gbTestedRe = regexp.MustCompile(`^Tested (\d+) GPUs:$`)
 	gbGPURe    = regexp.MustCompile(`^GPU (\d+): (.*)$`)
 )
@@ -43,10 +45,14 @@ type GPUBurnGPU struct {
 	// MaxErrors is the largest error count on any progress line. gpu-burn
 	// resets its counters after each "Summary at:" line, so this is a lower
 	// bound of the total; any non-zero value makes the GPU FAULTY.
-	MaxErrors      int64
-	TempCelsius    int // last temperature printed; 0 when never printed ("--")
-	MaxTempCelsius int
-	MaxPowerWatts  int // 0 when never printed (gpu-burn before 2023 prints no power)
+	MaxErrors int64
+	// OverflowedErrors is the most negative error count printed: gpu-burn
+	// keeps the count in a C int, which wraps past 2^31-1 errors. 0 when no
+	// count was negative. A negative count is errors, never none.
+	OverflowedErrors int64 `json:",omitempty"`
+	TempCelsius      int   // last temperature printed; 0 when never printed ("--")
+	MaxTempCelsius   int
+	MaxPowerWatts    int // 0 when never printed (gpu-burn before 2023 prints no power)
 }
 
 // Passed reports whether every GPU is OK, alive and did work.
@@ -72,20 +78,40 @@ type gbParser struct {
 // ErrIncomplete.
 func ParseGPUBurn(data []byte) (GPUBurnResult, error) {
 	res, err := parseGPUBurn(data)
-	return res, cutLastLine(data, err)
+	if err != nil {
+		return GPUBurnResult{}, cutLastLine(data, err)
+	}
+	return res, nil
 }
 
+// parseGPUBurn returns, with an error, what the progress lines showed: a
+// run that died before its verdict still shows which GPU died or erred.
 func parseGPUBurn(data []byte) (GPUBurnResult, error) {
 	p := gbParser{tested: -1}
 	for i, line := range splitLines(data) {
 		// Progress lines overwrite each other with "\r" on one terminal line.
 		for _, rec := range strings.Split(line, "\r") {
 			if err := p.record(i+1, strings.TrimSpace(rec)); err != nil {
-				return GPUBurnResult{}, err
+				return p.partial(), err
 			}
 		}
 	}
-	return p.finish()
+	res, err := p.finish()
+	if err != nil {
+		return p.partial(), err
+	}
+	return res, nil
+}
+
+// partial is what the progress lines say of each GPU, without gpu-burn's
+// verdict: OK where it neither died nor counted an error.
+func (p *gbParser) partial() GPUBurnResult {
+	res := GPUBurnResult{Doubles: p.res.Doubles, TensorCores: p.res.TensorCores}
+	for i, g := range p.progress {
+		g.Index, g.OK = i, !g.Died && g.MaxErrors == 0 && g.OverflowedErrors == 0
+		res.GPUs = append(res.GPUs, g)
+	}
+	return res
 }
 
 func (p *gbParser) record(n int, rec string) error {
@@ -125,16 +151,17 @@ func (p *gbParser) verdict(n int, rec string) error {
 }
 
 // progressLine parses "12.3%  proc'd: A (X Gflop/s) - ...  errors: E - ...
-// temps: T C - ...  power: W W - ...".
+// temps: T C - ...  power: W W - ...". Each segment holds one entry per
+// GPU; text after the last entry is not gpu-burn's and is skipped.
 func (p *gbParser) progressLine(n int, rec string) error {
 	proc, errs, temps, power := gbSegments(rec)
-	procs := gbProcRe.FindAllStringSubmatch(proc, -1)
+	procs := gbEntries(gbProcRe, proc, -1)
 	if len(procs) == 0 {
 		return lineErr(toolGPUBurn, n, rec, "expected \"N (X Gflop/s)\" after proc'd:")
 	}
-	errMs := gbErrRe.FindAllStringSubmatch(errs, -1)
-	tempMs := gbTempRe.FindAllStringSubmatch(temps, -1)
-	powMs := gbPowerRe.FindAllStringSubmatch(power, -1)
+	errMs := gbEntries(gbErrRe, errs, len(procs))
+	tempMs := gbEntries(gbTempRe, temps, len(procs))
+	powMs := gbEntries(gbPowerRe, power, len(procs))
 	if len(errMs) != len(procs) || len(tempMs) != len(procs) || (power != "" && len(powMs) != len(procs)) {
 		return lineErr(toolGPUBurn, n, rec, "expected %d entries each for errors, temps and power", len(procs))
 	}
@@ -153,6 +180,21 @@ func (p *gbParser) progressLine(n int, rec string) error {
 		}
 	}
 	return nil
+}
+
+// gbEntries reads up to n entries (n < 0: all) of re from the start of
+// seg, each right after the previous one.
+func gbEntries(re *regexp.Regexp, seg string, n int) [][]string {
+	var out [][]string
+	for n < 0 || len(out) < n {
+		m := re.FindStringSubmatch(seg)
+		if m == nil || m[0] == "" {
+			break
+		}
+		out = append(out, m)
+		seg = seg[len(m[0]):]
+	}
+	return out
 }
 
 // gbSegments cuts a progress line at its labels.
@@ -175,7 +217,10 @@ func (g *GPUBurnGPU) update(proc, errM, tempM []string) error {
 		return err
 	}
 	g.Iterations = iters
-	g.Died = g.Died || iters < 0 || errM[3] == "DIED"
+	g.Died = g.Died || iters < 0 || errM[2] == "DIED"
+	if errCount < 0 {
+		g.OverflowedErrors = min(g.OverflowedErrors, errCount)
+	}
 	g.MaxErrors = max(g.MaxErrors, errCount)
 	// An interval of zero length prints "inf"; keep such rates out.
 	if rate, err := parseFinite(proc[2]); err == nil {

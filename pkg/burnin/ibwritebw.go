@@ -56,6 +56,7 @@ func parseIBWriteBW(data []byte) (IBWriteBWResult, error) {
 	scale := 0.0 // bits/s per printed unit; 0 outside a table
 	for i, raw := range splitLines(data) {
 		n, line := i+1, strings.TrimSpace(raw)
+		f := strings.Fields(line)
 		switch {
 		case failure == nil && ibFailRe.MatchString(line):
 			failure = &ParseError{Tool: toolIBWriteBW, Line: n, Text: clip(line), Err: ErrToolFailed}
@@ -68,15 +69,16 @@ func parseIBWriteBW(data []byte) (IBWriteBWResult, error) {
 			if m[1] == "Gb" {
 				scale = 1e9
 			}
-		case scale != 0 && line != "" && !strings.HasPrefix(line, "---"):
-			row, err := ibRow(strings.Fields(line), scale)
+		case scale != 0 && strings.HasPrefix(line, "---"):
+			scale = 0 // the rule under the table
+		case scale != 0 && len(f) > 0 && digitsRe.MatchString(f[0]):
+			row, err := ibRow(f, scale)
 			if err != nil {
 				return IBWriteBWResult{}, lineErr(toolIBWriteBW, n, line, "%v", err)
 			}
 			res.Rows = append(res.Rows, row)
-		default:
-			scale = 0
 		}
+		// anything else is not the table's: a warning, stderr
 	}
 	if len(res.Rows) == 0 && failure != nil {
 		return IBWriteBWResult{}, failure

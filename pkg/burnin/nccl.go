@@ -1,6 +1,7 @@
 package burnin
 
 import (
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -11,8 +12,12 @@ const toolNCCL = "nccl"
 
 var (
 	ncclAvgRe  = regexp.MustCompile(`^#?\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?$`)
-	ncclOOBRe  = regexp.MustCompile(`^#?\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?$`)
+	ncclOOBRe  = regexp.MustCompile(`^#?\s*Out of bounds values\s*:\s*(\S+)\s*(OK|FAILED)?$`)
 	ncclFailRe = regexp.MustCompile(`Test (NCCL |CUDA )?failure`)
+	// "#  Rank  0 Group  0 Pid  41877 on node-a device  0 [0x18] NVIDIA H100 80GB HBM3"
+	ncclRankRe = regexp.MustCompile(`^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+`)
+	// A data type column: float, half, bfloat16, int8, uint64, fp8_e4m3, ...
+	ncclTypeRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
 // gb is the "GB" nccl-tests prints bandwidth in: 1e9 bytes.
@@ -30,6 +35,12 @@ type NCCLResult struct {
 	// BelowMinBW: the average line ends in FAILED, which nccl-tests prints
 	// when NCCL_TESTS_MIN_BW is set and the average is below 90% of it.
 	BelowMinBW bool
+	// Ranks is how many ranks (one GPU each) the "# Using devices" list
+	// names; 0 when it was not printed.
+	Ranks int
+	// Failure is a "Test NCCL failure" or "Test CUDA failure" line: the run
+	// stopped there. Set only in the partial result of a failed run.
+	Failure string
 }
 
 // NCCLRow is one message size.
@@ -47,8 +58,14 @@ type NCCLRow struct {
 type NCCLMeasure struct {
 	TimeSec          float64 // the tool prints microseconds
 	AlgBWBytesPerSec float64
-	BusBWBytesPerSec float64
-	Wrong            int64 // #wrong elements; -1 when not checked ("N/A", -c 0)
+	BusBWBytesPerSec float64 // 0 when printed as inf or nan (see NotANumber)
+	Wrong            int64   // #wrong elements; -1 when not checked ("N/A", -c 0)
+	// WrongNegative is a #wrong printed below 0: a count that overflowed,
+	// wrong values all the same (Wrong holds what was printed).
+	WrongNegative bool `json:",omitempty"`
+	// NotANumber is what the tool printed for a time or bandwidth that is
+	// no number ("inf", "-nan"); "" when all three are numbers.
+	NotANumber string `json:",omitempty"`
 }
 
 // MaxBusBW returns the largest bus bandwidth, in bytes/s, over both halves
@@ -72,6 +89,9 @@ func (r NCCLResult) Passed() bool {
 			return false
 		}
 	}
+	if r.OutOfBounds < 0 {
+		return false
+	}
 	return len(r.Rows) > 0 && r.OutOfBounds == 0 && !r.BelowMinBW
 }
 
@@ -84,12 +104,19 @@ func (l ncclLayout) fields() int { return 3 + b2i(l.redop) + b2i(l.root) + 8 }
 
 // ParseNCCL parses the text output of nccl-tests (all_reduce_perf -b 1G -e
 // 8G -f 2 -g 8 and the other *_perf tests). Lines that are not part of the
-// table (NCCL INFO logs, the device list) are skipped. Without the closing
-// "Out of bounds" and "Avg bus bandwidth" lines the error wraps
-// ErrIncomplete; a "Test NCCL failure" line wraps ErrToolFailed.
+// table are skipped wherever they are: NCCL INFO/WARN logs, Open MPI
+// notices ("8 more processes have sent help message ..."), "[host:pid]"
+// lines, stderr interleaved. A row is a line whose first two fields are
+// numbers and whose third is a data type. Numbers may be in any notation
+// printf gives ("1.04858e+06" in #wrong). Without the closing "Out of
+// bounds" and "Avg bus bandwidth" lines the error wraps ErrIncomplete; a
+// "Test NCCL failure" line wraps ErrToolFailed.
 func ParseNCCL(data []byte) (NCCLResult, error) {
 	res, err := parseNCCL(data)
-	return res, cutLastLine(data, err)
+	if err != nil {
+		return NCCLResult{}, cutLastLine(data, err)
+	}
+	return res, nil
 }
 
 // ncclParser holds the state of one ParseNCCL call.
@@ -97,20 +124,25 @@ type ncclParser struct {
 	res             NCCLResult
 	layout          *ncclLayout // nil before the first table header
 	seenOOB, seenAv bool
+	ranks           map[string]bool
 }
 
+// parseNCCL returns what it read before an error too: the rows before a
+// tool failure still show wrong values.
 func parseNCCL(data []byte) (NCCLResult, error) {
-	var p ncclParser
+	p := ncclParser{ranks: map[string]bool{}}
 	for i, raw := range splitLines(data) {
 		if err := p.line(i+1, strings.TrimSpace(raw)); err != nil {
-			return NCCLResult{}, err
+			p.res.Ranks = len(p.ranks)
+			return p.res, err
 		}
 	}
+	p.res.Ranks = len(p.ranks)
 	switch {
 	case !p.seenOOB || !p.seenAv:
-		return NCCLResult{}, incomplete(toolNCCL, "no \"Out of bounds values\" and \"Avg bus bandwidth\" summary")
+		return p.res, incomplete(toolNCCL, "no \"Out of bounds values\" and \"Avg bus bandwidth\" summary")
 	case len(p.res.Rows) == 0:
-		return NCCLResult{}, incomplete(toolNCCL, "no result rows")
+		return p.res, incomplete(toolNCCL, "no result rows")
 	}
 	return p.res, nil
 }
@@ -119,27 +151,30 @@ func (p *ncclParser) line(n int, line string) error {
 	fields := strings.Fields(line)
 	switch {
 	case ncclFailRe.MatchString(line):
+		p.res.Failure = clip(line)
 		return &ParseError{Tool: toolNCCL, Line: n, Text: clip(line), Err: ErrToolFailed}
 	case ncclOOBRe.MatchString(line):
-		v, err := strconv.ParseInt(ncclOOBRe.FindStringSubmatch(line)[1], 10, 64)
+		v, err := parseCount(ncclOOBRe.FindStringSubmatch(line)[1])
 		if err != nil {
-			return lineErr(toolNCCL, n, line, "count out of range")
+			return lineErr(toolNCCL, n, line, "expected a count of out of bounds values")
 		}
 		p.res.OutOfBounds, p.seenOOB = v, true
 	case ncclAvgRe.MatchString(line):
 		m := ncclAvgRe.FindStringSubmatch(line)
-		v, err := parseFinite(m[1])
+		v, err := parseRate(m[1])
 		if err != nil {
 			return lineErr(toolNCCL, n, line, "expected a bandwidth in GB/s")
 		}
 		p.res.AvgBusBWBytesPerSec, p.res.BelowMinBW, p.seenAv = v*gb, m[2] == "FAILED", true
+	case ncclRankRe.MatchString(line):
+		p.ranks[ncclRankRe.FindStringSubmatch(line)[1]] = true
 	case strings.HasPrefix(line, "#"):
 		l, err := ncclHeader(n, line)
 		if l != nil {
 			p.layout = l
 		}
 		return err
-	case len(fields) > 0 && digitsRe.MatchString(fields[0]):
+	case len(fields) >= 3 && digitsRe.MatchString(fields[0]) && digitsRe.MatchString(fields[1]) && ncclTypeRe.MatchString(fields[2]):
 		return p.row(n, line, fields)
 	}
 	return nil
@@ -205,20 +240,26 @@ func ncclRow(l ncclLayout, f []string) (NCCLRow, error) {
 
 func ncclMeasure(f []string) (NCCLMeasure, error) {
 	var v [3]float64
+	var nan []string
 	for i := range v {
-		x, err := parseFinite(f[i])
-		if err != nil {
+		x, err := parseNumber(f[i])
+		switch {
+		case err != nil:
 			return NCCLMeasure{}, errorf("%q: expected a number", f[i])
+		case math.IsNaN(x) || math.IsInf(x, 0):
+			nan = append(nan, f[i])
+		default:
+			v[i] = x
 		}
-		v[i] = x
 	}
-	m := NCCLMeasure{TimeSec: v[0] / 1e6, AlgBWBytesPerSec: v[1] * gb, BusBWBytesPerSec: v[2] * gb, Wrong: -1}
+	m := NCCLMeasure{TimeSec: v[0] / 1e6, AlgBWBytesPerSec: v[1] * gb, BusBWBytesPerSec: v[2] * gb, Wrong: -1,
+		NotANumber: strings.Join(nan, " ")}
 	if f[3] != "N/A" {
-		w, err := strconv.ParseInt(f[3], 10, 64)
+		w, err := parseCount(f[3])
 		if err != nil {
 			return NCCLMeasure{}, errorf("#wrong %q: expected a count or N/A", f[3])
 		}
-		m.Wrong = w
+		m.Wrong, m.WrongNegative = w, w < 0
 	}
 	return m, nil
 }

@@ -19,7 +19,7 @@ func ncclRowOf(size int64, oop, ip [4]float64) NCCLRow {
 
 func TestParseNCCL(t *testing.T) {
 	const g = 1 << 30
-	pass := NCCLResult{AvgBusBWBytesPerSec: 423.746e9, Rows: []NCCLRow{
+	pass := NCCLResult{AvgBusBWBytesPerSec: 423.746e9, Ranks: 8, Rows: []NCCLRow{
 		ncclRowOf(g, [4]float64{4501.1, 238.55, 417.46, 0}, [4]float64{4498.7, 238.68, 417.69, 0}),
 		ncclRowOf(2*g, [4]float64{8874.3, 241.99, 423.48, 0}, [4]float64{8869.9, 242.11, 423.69, 0}),
 		ncclRowOf(4*g, [4]float64{17637, 243.52, 426.16, 0}, [4]float64{17629, 243.63, 426.35, 0}),
@@ -35,7 +35,7 @@ func TestParseNCCL(t *testing.T) {
 		"pass: 8x H100 all_reduce 1G-8G": {in: fixture(t, "nccl/pass.txt"), want: pass, passed: true, maxBus1: 427.61e9},
 		"fail: corrupt in-place 4G, INFO lines interleaved": {
 			in: fixture(t, "nccl/fail.txt"),
-			want: NCCLResult{OutOfBounds: 16777216, AvgBusBWBytesPerSec: 373.58e9, Rows: []NCCLRow{
+			want: NCCLResult{OutOfBounds: 16777216, AvgBusBWBytesPerSec: 373.58e9, Ranks: 8, Rows: []NCCLRow{
 				ncclRowOf(g, [4]float64{5063.9, 212.04, 371.07, 0}, [4]float64{5067.9, 211.87, 370.77, 0}),
 				ncclRowOf(2*g, [4]float64{10063, 213.40, 373.45, 0}, [4]float64{10081, 213.02, 372.79, 0}),
 				ncclRowOf(4*g, [4]float64{20060, 214.11, 374.69, 0}, [4]float64{20042, 214.30, 375.03, 16777216}),

@@ -14,12 +14,32 @@ var (
 	// "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
 	// "Device to Device Latency SM GPU(row) <-> GPU(column) (ns)"
 	nvbDescRe = regexp.MustCompile(`\(row\).*\(column\).*\((GB/s|ns|us)\)$`)
+	// nvbandwidth's data-pattern check after a copy: the bytes that
+	// arrived are not the bytes sent ("Invalid value when checking the
+	// pattern at 0x...", then "ASSERT in expression h_errorFlag == 0 in
+	// ... memcmpPatternHelper"). A hardware verdict, not a crash.
+	nvbMiscompareRe = regexp.MustCompile(`Invalid value when checking the pattern|ASSERT in expression h_errorFlag == 0|memcmpPattern`)
+	// nvbandwidth's other assertions and CUDA errors: the tool stopped.
+	nvbAssertRe = regexp.MustCompile(`^(ASSERT in expression|\[CUDA_ERROR_[A-Z_]+\]|CUDA_ERROR_[A-Z_]+|Error: )`)
+	nvbDeviceRe = regexp.MustCompile(`^Device (\d+): `)
 )
 
 // NVBandwidthResult is one nvbandwidth run.
 type NVBandwidthResult struct {
 	Matrices []NVBandwidthMatrix
 	Waived   []string // testcases nvbandwidth waived as not applicable here
+	Devices  int      // "Device N: ..." lines of the header
+	// Miscompares are data-pattern check failures, by testcase: the copy
+	// delivered wrong bytes. Set only in the partial result of such a run,
+	// whose error wraps ErrMiscompare.
+	Miscompares []NVBandwidthMiscompare `json:",omitempty"`
+}
+
+// NVBandwidthMiscompare is one failed data-pattern check.
+type NVBandwidthMiscompare struct {
+	Testcase string
+	Line     int
+	Text     string
 }
 
 // NVBandwidthMatrix is one result matrix. Most testcases print one; the
@@ -71,27 +91,40 @@ type nvbParser struct {
 // ErrIncomplete.
 func ParseNVBandwidth(data []byte) (NVBandwidthResult, error) {
 	res, err := parseNVBandwidth(data)
-	return res, cutLastLine(data, err)
+	if err != nil {
+		return NVBandwidthResult{}, cutLastLine(data, err)
+	}
+	return res, nil
 }
 
+// parseNVBandwidth returns what it read before an error too.
 func parseNVBandwidth(data []byte) (NVBandwidthResult, error) {
 	var p nvbParser
 	for i, raw := range splitLines(data) {
 		if err := p.line(i+1, strings.TrimSpace(raw)); err != nil {
-			return NVBandwidthResult{}, err
+			return p.res, err
 		}
 	}
 	if err := p.closeTestcase(0, ""); err != nil {
-		return NVBandwidthResult{}, err
+		return p.res, err
 	}
 	if len(p.res.Matrices) == 0 && len(p.res.Waived) == 0 {
-		return NVBandwidthResult{}, incomplete(toolNVBandwidth, "no testcase results")
+		return p.res, incomplete(toolNVBandwidth, "no testcase results")
 	}
 	return p.res, nil
 }
 
 func (p *nvbParser) line(n int, s string) error {
 	switch {
+	case nvbMiscompareRe.MatchString(s):
+		p.res.Miscompares = append(p.res.Miscompares, NVBandwidthMiscompare{Testcase: p.testcase, Line: n, Text: clip(s)})
+		if strings.HasPrefix(s, "ASSERT") { // the tool stops after its assertion
+			return &ParseError{Tool: toolNVBandwidth, Line: n, Text: clip(s), Msg: "testcase " + p.testcase + ": data-pattern check failed", Err: ErrMiscompare}
+		}
+	case nvbAssertRe.MatchString(s):
+		return &ParseError{Tool: toolNVBandwidth, Line: n, Text: clip(s), Msg: "testcase " + p.testcase, Err: ErrToolFailed}
+	case p.testcase == "" && nvbDeviceRe.MatchString(s):
+		p.res.Devices++
 	case nvbRunningRe.MatchString(s):
 		if err := p.closeTestcase(n, s); err != nil {
 			return err
@@ -107,14 +140,40 @@ func (p *nvbParser) line(n int, s string) error {
 	case nvbSumRe.MatchString(s):
 		return p.sum(n, s)
 	case p.cur != nil && s == "":
-		if p.cur.Rows == 0 {
-			return lineErr(toolNVBandwidth, n, s, "a matrix without rows")
+		if p.cur.Rows > 0 {
+			p.ended = true
 		}
-		p.ended = true
-	case p.cur != nil && !p.ended:
+	case p.cur != nil && !p.ended && p.matrixShaped(s):
 		return p.matrixLine(n, s)
 	}
 	return nil
+}
+
+// matrixShaped: the column header ("0 1 2 3": every field its index), or
+// the next row: its index, then one field per column. Other lines inside a
+// matrix (a driver warning, a notice) are not the matrix's and are skipped.
+func (p *nvbParser) matrixShaped(s string) bool {
+	f := strings.Fields(s)
+	if p.cols == 0 {
+		for i, c := range f {
+			if c != strconv.Itoa(i) {
+				return false
+			}
+		}
+		return len(f) > 0
+	}
+	if len(f) == 0 || f[0] != strconv.Itoa(p.cur.Rows) {
+		return false
+	}
+	if len(f) == p.cols+1 {
+		return true // a row; its values must parse
+	}
+	for _, v := range f[1:] { // a short or long row of numbers is ours, and wrong
+		if _, err := parseNumber(v); err != nil && v != "N/A" {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *nvbParser) startMatrix(n int, s string) error {
@@ -149,7 +208,7 @@ func (p *nvbParser) matrixLine(n int, s string) error {
 		if v == "N/A" {
 			continue
 		}
-		x, err := parseFinite(v)
+		x, err := parseRate(v)
 		if err != nil || x < 0 {
 			return lineErr(toolNVBandwidth, n, s, "column %d: expected a number or N/A", col)
 		}
@@ -170,7 +229,7 @@ func (p *nvbParser) sum(n int, s string) error {
 	if p.cur == nil || p.cur.Rows == 0 || !strings.HasPrefix(m[1], p.cur.Testcase) {
 		return lineErr(toolNVBandwidth, n, s, "a SUM line without a matrix of its testcase")
 	}
-	v, err := parseFinite(m[2])
+	v, err := parseRate(m[2])
 	if err != nil {
 		return lineErr(toolNVBandwidth, n, s, "expected a sum in GB/s")
 	}

@@ -27,7 +27,7 @@ func nvbResult(h2d, d2h []float64, h2dSum, d2hSum float64) NVBandwidthResult {
 		d2d = append(d2d, nvbRow(r, 1e9, false, row...)...)
 	}
 	return NVBandwidthResult{
-		Waived: []string{"device_to_device_bidirectional_memcpy_read_ce"},
+		Waived: []string{"device_to_device_bidirectional_memcpy_read_ce"}, Devices: 4,
 		Matrices: []NVBandwidthMatrix{
 			{Testcase: "host_to_device_memcpy_ce", Name: "host_to_device_memcpy_ce", Description: "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
 				Rows: 1, Cols: 4, Cells: nvbRow(0, 1e9, false, h2d...), SumBytesPerSec: h2dSum * 1e9},
@@ -55,9 +55,9 @@ func TestParseNVBandwidth(t *testing.T) {
 			in:   fixture(t, "nvbandwidth/fail.txt"),
 			want: nvbResult([]float64{55.24, 55.21, 13.62, 55.26}, []float64{55.37, 55.33, 13.71, 55.39}, 179.33, 179.80),
 		},
-		"crash: ASSERT mid testcase": {
+		"miscompare: the data-pattern assertion": {
 			in:  fixture(t, "nvbandwidth/crash.txt"),
-			err: &wantErr{is: ErrIncomplete, text: "device_to_device_memcpy_read_ce printed no result"},
+			err: &wantErr{is: ErrMiscompare, line: 23, text: "testcase device_to_device_memcpy_read_ce: data-pattern check failed"},
 		},
 		"truncated mid row": {in: fixture(t, "nvbandwidth/truncated.txt"), err: &wantErr{is: ErrIncomplete, line: 23}},
 		"matrix without SUM at the end": {

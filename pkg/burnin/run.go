@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin/judge"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -20,7 +20,7 @@ import (
 type Plan struct {
 	Checks    []recipe.Check `json:"checks"`
 	BurnIn    recipe.BurnIn  `json:"burn_in"`
-	GPUs      int            `json:"gpus,omitempty"`       // GPUs the recipe expects (hardware.gpus)
+	GPUs      int            `json:"gpus,omitempty"`       // GPUs the node has: the recipe's hardware.gpus, or more where the agent found more
 	DataDisks []string       `json:"data_disks,omitempty"` // /dev paths fio reads (never writes)
 }
 
@@ -28,9 +28,10 @@ type Plan struct {
 type Exec func(ctx context.Context, name string, args ...string) ([]byte, error)
 
 // Runner runs a Plan's checks with the tools installed on the node and
-// judges each against its recipe thresholds. A tool that is not installed
-// is a skipped check ("dcgmi not found in the installed system"), which the
-// engine fails unless the recipe marks the check optional.
+// judges each against its recipe thresholds (pkg/burnin/judge). A tool
+// that is not installed could not run ("dcgmi not found in the installed
+// system": Skipped), which the engine fails unless the recipe marks the
+// check optional.
 type Runner struct {
 	LookPath func(string) (string, error) // default exec.LookPath
 	Exec     Exec                         // default: os/exec, combined output
@@ -64,101 +65,167 @@ type tool struct {
 	// runtime); nil: not known (dcgmi, nccl-tests), bounded only by the
 	// burn-in's deadline. A run that takes much longer hung (runLimit).
 	lasts func(p Plan) time.Duration
-	judge func(out []byte, c recipe.Check, p Plan) api.CheckResult
+	// evidence reads the output of every run, one after the other.
+	evidence func(out []byte, c recipe.Check) api.Evidence
+	// parallel: the runs (one per GPU) run at once; repeat: each is run
+	// again until the burn-in duration has passed (a short test made a
+	// burn).
+	parallel, repeat bool
 	// serve and connect are a two-node test's two sides.
 	serve   func(c recipe.Check, secs string) []string
 	connect func(c recipe.Check, secs, addr string) []string
 }
 
 var tools = map[string]tool{
-	"dcgm-diag":      {bin: "dcgmi", gpu: true, argv: dcgmArgv, judge: judgeDCGM},
-	"gpu-burn":       {bin: "gpu_burn", gpu: true, argv: gpuBurnArgv, judge: judgeGPUBurn, lasts: lastsFor(600 * time.Second)},
-	"nccl-allreduce": {bin: "all_reduce_perf", gpu: true, argv: ncclArgv, judge: judgeNCCL},
-	"nvbandwidth":    {bin: "nvbandwidth", gpu: true, argv: nvbwArgv, judge: judgeNVBandwidth},
-	"stress-ng":      {bin: "stress-ng", argv: stressArgv, judge: judgeStressNG, lasts: lastsFor(60 * time.Second)},
-	"fio":            {bin: "fio", argv: fioArgv, judge: judgeFio, lasts: fioLasts},
-	"iperf3": {bin: "iperf3", peer: "it needs a partner node, paired by ingot", judge: judgeIperf3,
+	"dcgm-diag":      {bin: "dcgmi", gpu: true, argv: dcgmArgv, evidence: dcgmEvidence},
+	"gpu-burn":       {bin: "gpu_burn", gpu: true, argv: gpuBurnArgv, evidence: gpuBurnEvidence, lasts: lastsFor(600 * time.Second)},
+	"nccl-allreduce": {bin: "all_reduce_perf", gpu: true, argv: ncclArgv, evidence: ncclEvidence},
+	"nvbandwidth":    {bin: "nvbandwidth", gpu: true, argv: nvbwArgv, evidence: nvbandwidthEvidence},
+	"cuda-bandwidth": {bin: "bandwidthTest", gpu: true, argv: cudaBandwidthArgv, evidence: cudaBandwidthEvidence},
+	"cuda-p2p":       {bin: "p2pBandwidthLatencyTest", gpu: true, argv: p2pArgv, evidence: p2pEvidence},
+	"cublas-gemm": {bin: "matrixMulCUBLAS", gpu: true, argv: cublasArgv, evidence: cublasEvidence,
+		lasts: lastsFor(600 * time.Second), parallel: true, repeat: true},
+	"clpeak":    {bin: "clpeak", gpu: true, argv: clpeakArgv, evidence: clpeakEvidence},
+	"stress-ng": {bin: "stress-ng", argv: stressArgv, evidence: stressNGEvidence, lasts: lastsFor(60 * time.Second)},
+	"fio":       {bin: "fio", argv: fioArgv, evidence: fioEvidence, lasts: fioLasts},
+	"iperf3": {bin: "iperf3", peer: "it needs a partner node, paired by ingot", evidence: iperf3Evidence,
 		serve: iperf3Serve, connect: iperf3Connect},
-	"ib-write-bw": {bin: "ib_write_bw", peer: "it needs a partner node, paired by ingot", judge: judgeIBWriteBW,
+	"ib-write-bw": {bin: "ib_write_bw", peer: "it needs a partner node, paired by ingot", evidence: ibWriteBWEvidence,
 		serve: ibServe, connect: ibConnect},
 }
 
-// Run runs every check of the plan in order, within the burn-in's deadline.
+// Checks lists the burn-in checks the runner has a tool for.
+func Checks() []string {
+	var out []string
+	for k := range tools {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Run runs every check of the plan in order, within the burn-in's deadline,
+// and judges each (pkg/burnin/judge) against the plan's GPUs and disks.
 func (r *Runner) Run(ctx context.Context, p Plan) []api.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, p.BurnIn.Deadline().D())
 	defer cancel()
 	out := make([]api.CheckResult, 0, len(p.Checks))
 	for _, c := range p.Checks {
 		r.logf("burn-in %s: starting", c.Name)
-		res := r.one(ctx, c, p)
-		res.Name = c.Name
-		r.logf("burn-in %s: ok=%v skipped=%v value=%g: %s", c.Name, res.OK, res.Skipped, res.Value, res.Detail)
+		ev, metrics := r.one(ctx, c, p)
+		res := api.CheckResult{Name: c.Name, Metrics: metrics}
+		judge.Judge(c, p.BurnIn, ev, p.inventory()).Apply(&res, ev)
+		r.logf("burn-in %s: %s value=%g: %s", c.Name, res.Verdict, res.Value, res.Detail)
 		out = append(out, res)
 	}
 	return out
 }
 
-func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) api.CheckResult {
+// inventory is what the plan says the node has, for the judge.
+func (p Plan) inventory() judge.Inventory {
+	return judge.Inventory{GPUs: p.GPUs, Disks: p.DataDisks}
+}
+
+// one runs check c and returns what it measured, and the other numbers
+// of the load (temperature, power, Xids) for the job's record.
+func (r *Runner) one(ctx context.Context, c recipe.Check, p Plan) (api.Evidence, map[string]float64) {
 	t, ok := tools[c.Name]
 	if !ok {
-		return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("ingot's burn-in has no runner for %q", c.Name)}
+		return api.Evidence{Tool: c.Name, NotRun: fmt.Sprintf("ingot's burn-in has no runner for %q", c.Name)}, nil
 	}
 	if t.peer != "" && r.Pair == nil {
-		return api.CheckResult{Skipped: true, Detail: fmt.Sprintf("%s did not run: %s, and this run cannot ask ingot", t.bin, t.peer)}
+		return api.Evidence{Tool: t.bin, NotRun: fmt.Sprintf("%s did not run: %s, and this run cannot ask ingot", t.bin, t.peer)}, nil
 	}
 	path, err := r.lookPath(t.bin)
 	if err != nil {
-		return api.CheckResult{Skipped: true, Detail: t.bin + " not found in the installed system"}
+		return api.Evidence{Tool: t.bin, NotRun: "not found in the installed system"}, nil
 	}
 	if t.peer != "" {
 		return r.fabric(ctx, c, p, t, path)
 	}
 	runs := t.argv(c, p)
 	if c.Name == "stress-ng" && r.StressMem != "" {
-		for _, argv := range runs {
-			for i := range argv {
-				if i > 0 && argv[i-1] == "--vm-bytes" {
-					argv[i] = r.StressMem
-				}
-			}
-		}
+		runs = withArg(runs, "--vm-bytes", r.StressMem)
 	}
 	if len(runs) == 0 {
-		return api.CheckResult{Skipped: true, Detail: t.bin + " has nothing to run on: " + nothingFor(c.Name)}
+		return api.Evidence{Tool: t.bin, NotRun: "nothing to run on: " + nothingFor(c.Name)}, nil
 	}
 	var s *sampler
 	if t.gpu {
 		s = r.startSampler(ctx)
 	}
-	var outs [][]byte
-	var runErr, hung error
+	outs, runErr, hung := r.runAll(ctx, t, p, path, runs)
+	ev := Evidence(c, concat(outs))
+	switch {
+	case hung != nil:
+		ev.Faults = append(ev.Faults, api.Fault{Subject: t.bin, Detail: hung.Error() + ": a hang of the tool or of the hardware under it"})
+	case ctx.Err() != nil:
+		ev.Faults = append(ev.Faults, api.Fault{Subject: t.bin, Detail: fmt.Sprintf("the burn-in deadline (%s) passed while it ran", p.BurnIn.Deadline())})
+	case runErr != nil && (ev.NotRun != "" || len(ev.Values) == 0) && !strings.Contains(ev.NotRun, runErr.Error()):
+		ev.NotRun = strings.TrimPrefix(ev.NotRun+" ("+runErr.Error()+")", " ")
+	}
+	var metrics map[string]float64
+	if s != nil {
+		ev.Load, metrics = r.finishSampler(ctx, s)
+	}
+	return ev, metrics
+}
+
+// withArg sets the value after flag in every run.
+func withArg(runs [][]string, flag, value string) [][]string {
 	for _, argv := range runs {
-		o, err := r.run(ctx, t, p, path, argv)
-		outs = append(outs, o)
+		for i := range argv {
+			if i > 0 && argv[i-1] == flag {
+				argv[i] = value
+			}
+		}
+	}
+	return runs
+}
+
+// runAll runs every argv of a tool, one after the other or all at once
+// (tool.parallel), each repeated for the burn-in duration (tool.repeat).
+// It returns each run's output, the first failed exit, and the first run
+// that hung.
+func (r *Runner) runAll(ctx context.Context, t tool, p Plan, path string, runs [][]string) ([][]byte, error, error) {
+	outs := make([][]byte, len(runs))
+	errs := make([]error, len(runs))
+	one := func(i int) { outs[i], errs[i] = r.repeatRun(ctx, t, p, path, runs[i]) }
+	if t.parallel {
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Add(1)
+			go func() { defer wg.Done(); one(i) }()
+		}
+		wg.Wait()
+	} else {
+		for i := range runs {
+			one(i)
+		}
+	}
+	var runErr, hung error
+	for i, err := range errs {
 		if errors.Is(err, errHung) && hung == nil {
 			hung = err
 		}
 		if err != nil && runErr == nil {
-			runErr = fmt.Errorf("%s %s: %w", t.bin, strings.Join(argv, " "), err)
+			runErr = fmt.Errorf("%s %s: %w", t.bin, strings.Join(runs[i], " "), err)
 		}
 	}
-	res := api.CheckResult{OK: true}
-	for _, o := range outs {
-		one := t.judge(o, c, p)
-		res = merge(res, one)
+	return outs, runErr, hung
+}
+
+// repeatRun runs argv once, or, for a repeating tool, again and again
+// until the burn-in duration has passed or a run fails.
+func (r *Runner) repeatRun(ctx context.Context, t tool, p Plan, path string, argv []string) ([]byte, error) {
+	start := time.Now()
+	var all [][]byte
+	for {
+		out, err := r.run(ctx, t, p, path, argv)
+		all = append(all, out)
+		if err != nil || !t.repeat || ctx.Err() != nil || time.Since(start) >= p.BurnIn.Duration.D() {
+			return concat(all), err
+		}
 	}
-	if hung != nil {
-		res.OK, res.Detail = false, hung.Error()
-	}
-	if ctx.Err() != nil {
-		res.OK, res.Detail = false, fmt.Sprintf("burn-in deadline (%s) passed: %s", p.BurnIn.Deadline(), res.Detail)
-	} else if !res.OK && runErr != nil && !strings.Contains(res.Detail, runErr.Error()) {
-		res.Detail += " (" + runErr.Error() + ")"
-	}
-	if s != nil {
-		r.finishSampler(ctx, s, &res, p.BurnIn)
-	}
-	return res
 }
 
 // errHung marks a run that outlived its limit and was killed.
@@ -202,18 +269,6 @@ func (r *Runner) run(ctx context.Context, t tool, p Plan, path string, argv []st
 	return out, err
 }
 
-// merge folds the verdict of one run (one disk) into the check's.
-func merge(acc, one api.CheckResult) api.CheckResult {
-	if acc.Detail == "" {
-		acc.Value, acc.Metrics = one.Value, one.Metrics
-	} else if one.Value < acc.Value {
-		acc.Value = one.Value // the weakest disk sets the check's number
-	}
-	acc.OK = acc.OK && one.OK
-	acc.Detail = strings.TrimPrefix(acc.Detail+"; "+one.Detail, "; ")
-	return acc
-}
-
 func nothingFor(name string) string {
 	if name == "fio" {
 		return "the recipe's hardware has no data disks besides the boot disk"
@@ -240,121 +295,5 @@ func (r *Runner) exec() Exec {
 func (r *Runner) logf(format string, args ...any) {
 	if r.Logf != nil {
 		r.Logf(format, args...)
-	}
-}
-
-// sampler reads nvidia-smi every Every while a GPU load runs.
-type sampler struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	sum  Summary
-	errs []string
-	xids int // XID events in the kernel log before the load
-}
-
-// nvidiaSMIQuery is the sampling query ParseGPUSamples reads.
-var nvidiaSMIQuery = []string{"--query-gpu=index,pci.bus_id,temperature.gpu,power.draw,clocks_throttle_reasons.active", "--format=csv,noheader,nounits"}
-
-func (r *Runner) startSampler(ctx context.Context) *sampler {
-	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
-	s.xids = len(r.xids(ctx).Events)
-	every := r.Every
-	if every <= 0 {
-		every = 10 * time.Second
-	}
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			r.sampleOnce(ctx, s)
-			select {
-			case <-s.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return s
-}
-
-func (r *Runner) sampleOnce(ctx context.Context, s *sampler) {
-	out, err := r.exec()(ctx, "nvidia-smi", nvidiaSMIQuery...)
-	if err != nil && len(out) == 0 {
-		s.mu.Lock()
-		s.errs = append(s.errs, err.Error())
-		s.mu.Unlock()
-		return
-	}
-	samples, perr := ParseGPUSamples(out)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if perr != nil {
-		s.errs = append(s.errs, perr.Error())
-		return
-	}
-	s.sum.AddSamples(samples)
-}
-
-// xids reads the kernel log's NVIDIA Xid events (none when dmesg cannot
-// be read: the sampler then says so).
-func (r *Runner) xids(ctx context.Context) XIDLog {
-	out, err := r.exec()(ctx, "dmesg")
-	if err != nil {
-		return XIDLog{}
-	}
-	log, _ := ParseXIDs(out)
-	return log
-}
-
-// finishSampler stops sampling and holds the load's numbers against the
-// burn-in limits: the hottest GPU against max_gpu_temp_c, the Xid errors
-// the load caused against max_xid_errors, a GPU lost from nvidia-smi.
-func (r *Runner) finishSampler(ctx context.Context, s *sampler, res *api.CheckResult, b recipe.BurnIn) {
-	close(s.stop)
-	<-s.done
-	log := r.xids(ctx)
-	newXIDs := len(log.Events) - s.xids
-	if newXIDs < 0 {
-		newXIDs = 0
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if res.Metrics == nil {
-		res.Metrics = map[string]float64{}
-	}
-	var maxT, maxW float64
-	var bad []string
-	for _, g := range s.sum.GPUs() {
-		maxT, maxW = max(maxT, g.MaxTempCelsius), max(maxW, g.MaxPowerWatts)
-		if b.MaxGPUTempC > 0 && g.MaxTempCelsius > float64(b.MaxGPUTempC) {
-			bad = append(bad, fmt.Sprintf("GPU %s reached %g C (max_gpu_temp_c %d)", g.PCI, g.MaxTempCelsius, b.MaxGPUTempC))
-		}
-		if g.Lost {
-			bad = append(bad, fmt.Sprintf("GPU %s fell off nvidia-smi during the load", g.PCI))
-		}
-	}
-	res.Metrics["max_gpu_temp_c"], res.Metrics["max_gpu_power_w"], res.Metrics["xid_errors"] = maxT, maxW, float64(newXIDs)
-	res.Metrics["gpus_sampled"] = float64(len(s.sum.GPUs()))
-	if newXIDs > b.MaxXidErrors {
-		codes := []string{}
-		for _, e := range log.Events[len(log.Events)-newXIDs:] {
-			codes = append(codes, strconv.Itoa(e.Code)+"@"+e.PCI)
-		}
-		bad = append(bad, fmt.Sprintf("%d Xid errors during the load (max_xid_errors %d): %s", newXIDs, b.MaxXidErrors, strings.Join(codes, ", ")))
-	}
-	if len(s.sum.GPUs()) == 0 {
-		why := "no nvidia-smi samples"
-		if len(s.errs) > 0 {
-			why += ": " + s.errs[0]
-		}
-		bad = append(bad, why+" (temperature and power unmeasured)")
-	}
-	if len(bad) > 0 {
-		res.OK = false
-		res.Detail = strings.TrimPrefix(res.Detail+"; "+strings.Join(bad, "; "), "; ")
 	}
 }

@@ -5,7 +5,6 @@ package burnin
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/api"
 
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -21,11 +21,7 @@ import (
 // memory, fio reads a file with direct I/O. Their real output goes through
 // the same parsers and thresholds as on a GPU node.
 func TestIntegrationRealBurnInTools(t *testing.T) {
-	for _, bin := range []string{"stress-ng", "fio"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("needs %s (make deps)", bin)
-		}
-	}
+	netnstest.NeedPrograms(t, "stress-ng", "fio")
 	// fio --direct=1 needs a filesystem with O_DIRECT: the repository's, not tmpfs.
 	dir, err := os.MkdirTemp(".", "fio-")
 	if err != nil {
@@ -59,7 +55,7 @@ func TestIntegrationRealBurnInTools(t *testing.T) {
 	if !fio.OK || fio.Value < 1e6 {
 		t.Errorf("fio: %+v, want at least 1MB/s read", fio)
 	}
-	if !dcgm.Skipped || dcgm.Detail != "dcgmi not found in the installed system" {
+	if !dcgm.Skipped || dcgm.Detail != "dcgmi: not found in the installed system" {
 		t.Errorf("dcgm-diag on a machine without DCGM: %+v", dcgm)
 	}
 	// A threshold the disk cannot reach fails with the measured number.
@@ -72,9 +68,7 @@ func TestIntegrationRealBurnInTools(t *testing.T) {
 // Two nodes' iperf3 burn-in for real, on loopback: a pairer standing in for
 // ingot's makes the first runner listen and the second connect to it.
 func TestIntegrationRealIperf3Pair(t *testing.T) {
-	if _, err := exec.LookPath("iperf3"); err != nil {
-		t.Skip("needs iperf3 (make deps)")
-	}
+	netnstest.NeedPrograms(t, "iperf3")
 	floor, err := recipe.ParseQuantity("100Mbps")
 	if err != nil {
 		t.Fatal(err)

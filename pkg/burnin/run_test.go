@@ -5,12 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/api"
+	"github.com/ingot-dev/ingot/pkg/burnin/judge"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -75,9 +77,9 @@ func TestRunnerVerdicts(t *testing.T) {
 				{Name: "dcgm-diag", Args: map[string]string{"level": "3"}},
 				{Name: "gpu-burn", Min: mustQ(t, "200Tflop/s")},
 				{Name: "nccl-allreduce", Min: mustQ(t, "400GB/s")},
-				{Name: "nvbandwidth", Min: mustQ(t, "4000GB/s")},
+				{Name: "nvbandwidth", Min: mustQ(t, "380GB/s")}, // per cell: every ordered GPU pair
 				{Name: "stress-ng"},
-				{Name: "fio", Min: mustQ(t, "1GB/s")},
+				{Name: "fio", Min: mustQ(t, "100MB/s")}, // per disk and job: the randread job reads 104.7MB/s
 				{Name: "iperf3", Min: mustQ(t, "375Gbps")},
 			}}
 	}
@@ -89,21 +91,21 @@ func TestRunnerVerdicts(t *testing.T) {
 			"dcgm-diag": "ok", "gpu-burn": "ok", "nccl-allreduce": "ok", "nvbandwidth": "ok", "stress-ng": "ok", "fio": "ok",
 			"iperf3": "skipped: needs a partner node"}},
 		"a tool missing did not run": {func(f *fakeNode, _ *Plan) { f.missing["dcgmi"] = true }, map[string]string{
-			"dcgm-diag": "skipped: dcgmi not found in the installed system"}},
+			"dcgm-diag": "skipped: dcgmi: not found in the installed system"}},
 		"a FAULTY gpu-burn line fails": {func(f *fakeNode, _ *Plan) { f.out["gpu_burn"] = "gpuburn/fail.txt" }, map[string]string{
 			"gpu-burn": "fail: FAULTY"}},
 		"bus bandwidth under threshold": {func(_ *fakeNode, p *Plan) { p.Checks[2].Min = mustQ(t, "460GB/s") }, map[string]string{
 			"nccl-allreduce": "fail: want at least 460GB/s"}},
 		"fewer GPUs than the recipe": {func(_ *fakeNode, p *Plan) { p.GPUs = 8 }, map[string]string{
-			"gpu-burn": "fail: tested 2 GPUs, the recipe has 8"}},
+			"gpu-burn": "fail: no result for GPU 2; GPU 3; GPU 4; GPU 5; GPU 6; GPU 7 (the node has 8 GPUs)"}},
 		"too hot under load": {func(f *fakeNode, p *Plan) { p.BurnIn.MaxGPUTempC = 60 }, map[string]string{
 			"gpu-burn": "fail: (max_gpu_temp_c 60)"}},
 		"xid errors during the load": {func(f *fakeNode, _ *Plan) { f.after = "xid/fail.txt" }, map[string]string{
 			"dcgm-diag": "fail: Xid errors during the load"}},
 		"dcgm failure": {func(f *fakeNode, _ *Plan) { f.out["dcgmi"] = "dcgm/fail_v4.json" }, map[string]string{
-			"dcgm-diag": "fail: dcgmi diag failed"}},
-		"truncated output names the tool": {func(f *fakeNode, _ *Plan) { f.out["all_reduce_perf"] = "nccl/truncated.txt" }, map[string]string{
-			"nccl-allreduce": "fail: nccl"}},
+			"dcgm-diag": "fail: GPU 2: diagnostic Warn: GPU 2 clocks were throttled"}},
+		"truncated output could not run, naming the tool": {func(f *fakeNode, _ *Plan) { f.out["all_reduce_perf"] = "nccl/truncated.txt" }, map[string]string{
+			"nccl-allreduce": "skipped: nccl: no \"Out of bounds values\" and \"Avg bus bandwidth\" summary: output ends early"}},
 		"no data disks": {func(_ *fakeNode, p *Plan) { p.DataDisks = nil }, map[string]string{
 			"fio": "skipped: no data disks"}},
 	}
@@ -292,5 +294,81 @@ func TestRunnerHungTool(t *testing.T) {
 	}
 	if !res[1].OK {
 		t.Errorf("stress-ng after the hung fio: %+v, want it run and passed", res[1])
+	}
+}
+
+// The Xid gate holds only on a kernel log it read: dmesg failing, or an Xid
+// line printk interleaved with another, fails the check naming the cause
+// and the line (the code before counted either as 0 Xids and passed).
+func TestRunnerXidGate(t *testing.T) {
+	for name, c := range map[string]struct {
+		edit func(*fakeNode)
+		want string
+	}{
+		"dmesg cannot be read": {func(f *fakeNode) { f.out["dmesg"] = "" }, "the kernel log could not be read (dmesg: dmesg: no fixture): Xid errors unknown"},
+		"an interleaved Xid line after the load": {func(f *fakeNode) { f.after = "xid/interleaved.txt" },
+			`after the load: kernel log line 2 is an Xid report ingot cannot read: "[ 2211.400112] NVRM: Xid (PCI:0000:3a[ 2211.400113] nvidia-nvlink: IBMNPU: link 7 down"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := passingNode(t)
+			c.edit(f)
+			r := Runner{LookPath: f.lookPath, Exec: f.exec, Every: time.Hour}
+			res := r.Run(context.Background(), Plan{GPUs: 2, BurnIn: recipe.BurnIn{Duration: recipe.Duration(time.Minute)},
+				Checks: []recipe.Check{{Name: "gpu-burn"}}})[0]
+			if res.Verdict != api.VerdictFailed || !strings.Contains(res.Detail, c.want) {
+				t.Errorf("%s %q, want failed saying %q", res.Verdict, res.Detail, c.want)
+			}
+		})
+	}
+}
+
+// The Debian burn-in: bandwidthTest once per GPU, matrixMulCUBLAS on every
+// GPU at once and again until the duration has passed, each run's output
+// read together.
+func TestRunnerDebianTools(t *testing.T) {
+	f := passingNode(t)
+	var mu sync.Mutex
+	running, most := 0, 0
+	r := Runner{LookPath: f.lookPath, Every: time.Hour, Exec: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		switch filepath.Base(name) {
+		case "bandwidthTest":
+			dev := strings.TrimPrefix(args[0], "--device=")
+			return []byte(strings.ReplaceAll(string(fixture(t, "bandwidthtest/csv.txt")), "Device 0:", "Device "+dev+":")), nil
+		case "matrixMulCUBLAS":
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			dev := strings.TrimPrefix(args[0], "-device=")
+			out := strings.Split(string(fixture(t, "cublas/pass_4gpu.txt")), "[Matrix Multiply CUBLAS]")[1]
+			return []byte("[Matrix Multiply CUBLAS]" + strings.ReplaceAll(out, "GPU Device 0:", "GPU Device "+dev+":")), nil
+		}
+		return f.exec(ctx, name, args...)
+	}}
+	p := Plan{GPUs: 2, BurnIn: recipe.BurnIn{Duration: recipe.Duration(30 * time.Millisecond)},
+		Checks: []recipe.Check{{Name: "cuda-bandwidth", Min: mustQ(t, "48GB/s")}, {Name: "cublas-gemm", Min: mustQ(t, "30Tflop/s")}}}
+	res := r.Run(context.Background(), p)
+	if !res[0].OK || !strings.Contains(res[0].Detail, "4 transfers, slowest GPU 0 host->device at 55.1GB/s") {
+		t.Errorf("cuda-bandwidth: %+v", res[0])
+	}
+	if !res[1].OK || res[1].Evidence == nil || len(res[1].Evidence.Values) != 2 || res[1].Evidence.Values[0].Work < 2 {
+		t.Errorf("cublas-gemm: %+v (evidence %+v), want both GPUs checked in more than one run", res[1], res[1].Evidence)
+	}
+	if most != 2 {
+		t.Errorf("matrixMulCUBLAS ran on %d GPUs at once, want 2", most)
+	}
+}
+
+// Every check the runner has a tool for has a judge, and the other way.
+func TestRunnerToolsHaveJudges(t *testing.T) {
+	a, b := Checks(), judge.Checks()
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(a, b) {
+		t.Errorf("runner %v, judge %v", a, b)
 	}
 }

@@ -15,7 +15,9 @@ var (
 	smiBusRe  = regexp.MustCompile(`^([0-9A-Fa-f]{4,8}):([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})\.([0-7])$`)
 	smiLostRe = regexp.MustCompile(`^Unable to determine the device handle for (?:GPU)?\s*([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]): (.*)$`)
 	// "NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=..., GPU has fallen off the bus."
-	xidRe     = regexp.MustCompile(`NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\): (\d+),\s*(.*)$`)
+	// The parenthesis may hold more than the address (MIG: "PCI:0000:07:00
+	// GPU-I:07"); the code may end the line ("..., 79" on old drivers).
+	xidRe     = regexp.MustCompile(`NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?(?:\s[^)]*)?\): (\d+)(?:,\s*(.*))?$`)
 	xidPIDRe  = regexp.MustCompile(`^pid=('?<unknown>'?|\d+),\s*`)
 	xidNameRe = regexp.MustCompile(`^name=[^,]*,\s*`)
 )
@@ -72,6 +74,8 @@ func parseGPUSamples(data []byte) (GPUSamples, error) {
 			res.Lost = append(res.Lost, LostGPU{PCIBusID: m[1], Reason: m[2]})
 		case strings.HasPrefix(line, "No devices were found"):
 			return GPUSamples{}, &ParseError{Tool: toolNvidiaSMI, Line: n, Text: line, Err: ErrToolFailed}
+		case line[0] < '0' || line[0] > '9':
+			// not a sample: a warning nvidia-smi or the driver printed
 		default:
 			s, err := smiSample(line)
 			if err != nil {
@@ -133,6 +137,7 @@ func smiFloat(s string) (*float64, error) {
 // XIDEvent is one NVIDIA driver Xid report from the kernel log.
 type XIDEvent struct {
 	Line    int    // 1-based line in the parsed log
+	Raw     string // the line as printed, timestamp included: what tells two equal events apart
 	PCI     string // as the driver prints it: "0000:18:00"
 	Code    int    // 79: fallen off the bus, 48: DBE, 94/95: contained/uncontained ECC, ...
 	PID     int    // -1 when not printed or "<unknown>"
@@ -167,7 +172,7 @@ func parseXIDs(data []byte) (XIDLog, error) {
 		if err != nil {
 			return XIDLog{}, lineErr(toolXID, n, line, "Xid code out of range")
 		}
-		ev := XIDEvent{Line: n, PCI: m[1], Code: code, PID: -1, Message: m[3]}
+		ev := XIDEvent{Line: n, Raw: line, PCI: m[1], Code: code, PID: -1, Message: m[3]}
 		if p := xidPIDRe.FindStringSubmatch(ev.Message); p != nil {
 			ev.PID = atoiOrMinus1(p[1])
 			ev.Message = xidNameRe.ReplaceAllString(ev.Message[len(p[0]):], "")

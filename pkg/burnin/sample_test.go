@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestParseGPUSamples(t *testing.T) {
@@ -28,8 +29,11 @@ func TestParseGPUSamples(t *testing.T) {
 			in: []byte("3, 00000000:5D:00.0, [N/A], [Not Supported], [N/A]\n"), samples: 1,
 			first: GPUSample{Index: 3, PCIBusID: "00000000:5D:00.0"},
 		},
-		"bad bitmask":   {in: []byte("0, 00000000:18:00.0, 40, 70.1, 48\n"), err: &wantErr{line: 1, text: "expected 0x<hex>"}},
-		"header line":   {in: []byte("index, pci.bus_id, temperature.gpu, power.draw, clocks_throttle_reasons.active\n"), err: &wantErr{line: 1, text: "expected a GPU index"}},
+		"bad bitmask": {in: []byte("0, 00000000:18:00.0, 40, 70.1, 48\n"), err: &wantErr{line: 1, text: "expected 0x<hex>"}},
+		// A line that does not start with a GPU index is not a sample: a header, a driver warning.
+		"header and warning lines are skipped": {in: []byte("index, pci.bus_id, temperature.gpu, power.draw, clocks_throttle_reasons.active\n" +
+			"WARNING: infoROM is corrupted at gpu 0000:3A:00.0\n3, 00000000:5D:00.0, 40, 70.1, 0x0\n"), samples: 1,
+			first: GPUSample{Index: 3, PCIBusID: "00000000:5D:00.0", TempCelsius: ptr(40.0), PowerWatts: ptr(70.1), ThrottleReasons: ptr(uint64(0))}},
 		"no devices":    {in: []byte("No devices were found\n"), err: &wantErr{is: ErrToolFailed, line: 1}},
 		"wrong columns": {in: []byte("0, 00000000:18:00.0, 40\n"), err: &wantErr{line: 1, text: "expected 5 fields"}},
 	}
@@ -77,13 +81,17 @@ func TestParseXIDs(t *testing.T) {
 			in:   []byte("NVRM: Xid (0000:03:00): 31, Ch 00000010, engmask 00000101, intr 10000000\n"),
 			want: XIDLog{Events: []XIDEvent{{Line: 1, PCI: "0000:03:00", Code: 31, PID: -1, Message: "Ch 00000010, engmask 00000101, intr 10000000"}}},
 		},
+		"MIG instance in the parenthesis": {
+			in:   []byte("[ 88.1] NVRM: Xid (PCI:0000:07:00 GPU-I:07): 43, pid=991, name=python3, Ch 00000010\n"),
+			want: XIDLog{Events: []XIDEvent{{Line: 1, PCI: "0000:07:00", Code: 43, PID: 991, Message: "Ch 00000010"}}},
+		},
 		"garbled": {in: []byte("ok\nNVRM: Xid (PCI:0000:18:00): seventy-nine\n"), err: &wantErr{line: 2, text: "expected"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseXIDs(tc.in)
 			checkErr(t, toolXID, err, tc.err)
-			if d := cmp.Diff(tc.want, got); d != "" {
+			if d := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(XIDEvent{}, "Raw")); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
 			}
 		})

@@ -56,7 +56,10 @@ func (r StressNGResult) Passed() bool {
 // ErrIncomplete.
 func ParseStressNG(data []byte) (StressNGResult, error) {
 	res, err := parseStressNG(data)
-	return res, cutLastLine(data, err)
+	if err != nil {
+		return StressNGResult{}, cutLastLine(data, err)
+	}
+	return res, nil
 }
 
 // sngParser holds the state of one ParseStressNG call.
@@ -71,11 +74,11 @@ func parseStressNG(data []byte) (StressNGResult, error) {
 	p := sngParser{status: map[string]string{}}
 	for i, raw := range splitLines(data) {
 		if err := p.line(i+1, strings.TrimSpace(raw)); err != nil {
-			return StressNGResult{}, err
+			return p.res, err
 		}
 	}
 	if !p.done {
-		return StressNGResult{}, incomplete(toolStressNG, "no \"run completed\" line")
+		return p.res, incomplete(toolStressNG, "no \"run completed\" line")
 	}
 	for i := range p.res.Stressors {
 		p.res.Stressors[i].Status = p.status[p.res.Stressors[i].Name]

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -133,9 +134,7 @@ func TestOversizeRecipe(t *testing.T) {
 
 	os.Remove(big)
 	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	netnstest.NeedNoError(t, "mkfifo", syscall.Mkfifo(fifo, 0o644))
 	done := make(chan error, 1)
 	go func() { done <- c.Reload() }()
 	select {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"time"
@@ -62,7 +63,7 @@ func (c *Client) Follow(ctx context.Context, jobs map[string]string, every time.
 				return last, err
 			}
 			last[name] = j
-			if key := j.State + "/" + j.Step + "/" + string(j.Status); key != seen[name] && change != nil {
+			if key := progressKey(j); key != seen[name] && change != nil {
 				seen[name] = key
 				change(name, j)
 			}
@@ -79,4 +80,14 @@ func (c *Client) Follow(ctx context.Context, jobs map[string]string, every time.
 		case <-time.After(every):
 		}
 	}
+}
+
+// progressKey changes whenever a job's state, step or progress moves.
+func progressKey(j *wire.Job) string {
+	b, _ := json.Marshal(struct {
+		State, Step string
+		Reimage     *wire.ReimageStatus
+		Rollout     *wire.RolloutStatus
+	}{j.State, j.Step, j.Reimage, j.Rollout})
+	return string(b)
 }

@@ -2,20 +2,25 @@
 // recipe says it must be, and lists each difference as a Finding with a
 // severity: a missing GPU or a PCIe link trained at x8 instead of x16 is
 // critical, and so is firmware not at the pinned version unless the
-// recipe's firmware.policy says warn for that component; a fact the
-// inventory could not show is info. Critical findings keep a machine from
+// recipe's firmware.policy says warn for that component. A pinned value the
+// hardware does not report counts as a mismatch of that pin (a firmware pin
+// under its policy: block and update critical, warn a warning); only what
+// the in-band agent cannot read at all (BMC firmware, PSUs) is info there,
+// judged on the BMC's inventory. Critical findings keep a machine from
 // ready.
 //
 // Check is a pure function: inventory and recipe in, findings out.
 package drift
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/ingot-dev/ingot/pkg/firmware/version"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
@@ -64,10 +69,13 @@ func (f Finding) String() string {
 // Check compares inv with r's hardware, firmware and power sections. The
 // findings are sorted by severity, then part.
 func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
-	var fs findings
 	if r == nil {
 		return nil
 	}
+	var fs findings
+	// The in-band agent cannot see PSUs, the BMC's power readings or the
+	// BMC's own firmware: those are judged on the BMC's inventory only.
+	inBand := inv.Source == "agent"
 	fs.gpus(inv.GPUs, r.Hardware.GPUs)
 	if r.Hardware.CPU != nil {
 		fs.cpu(inv.CPUs, *r.Hardware.CPU)
@@ -79,9 +87,6 @@ func Check(inv machine.Inventory, r *recipe.Recipe) []Finding {
 		fs.nics(inv.NICs, n)
 	}
 	fs.network(inv.NICs, r.Hardware.NICs, r.Network)
-	// The in-band agent cannot see PSUs or the BMC's power readings: those
-	// are judged on the BMC's inventory only.
-	inBand := inv.Source == "agent"
 	if r.Hardware.PSUs != nil && !inBand {
 		fs.psus(inv.PSUs, *r.Hardware.PSUs)
 	}
@@ -206,8 +211,9 @@ func (fs *findings) gpu(g machine.GPU, i int, s recipe.GPUSpec) {
 	cur, maxl := g.LinkCurrent, g.LinkMax
 	if s.PCIeWidth > 0 {
 		switch {
-		case cur.Width == 0:
-			fs.add(Info, part, "PCIe link width not reported", fmt.Sprintf("x%d", s.PCIeWidth), "unknown")
+		case cur.Width == 0: // not reported counts as a mismatch
+			fs.add(Critical, part, fmt.Sprintf("PCIe link width not reported: counts as below x%d", s.PCIeWidth), fmt.Sprintf("x%d", s.PCIeWidth), "unknown")
+			fs.judgedBy("pcie-link")
 		case cur.Width < s.PCIeWidth:
 			fs.add(Critical, part, fmt.Sprintf("PCIe link trained at x%d instead of x%d", cur.Width, s.PCIeWidth),
 				fmt.Sprintf("x%d", s.PCIeWidth), fmt.Sprintf("x%d", cur.Width))
@@ -219,8 +225,9 @@ func (fs *findings) gpu(g machine.GPU, i int, s recipe.GPUSpec) {
 	}
 	if s.PCIeGen > 0 {
 		switch {
-		case cur.Gen == 0:
-			fs.add(Info, part, "PCIe generation not reported", fmt.Sprintf("Gen%d", s.PCIeGen), "unknown")
+		case cur.Gen == 0: // not reported counts as a mismatch
+			fs.add(Critical, part, fmt.Sprintf("PCIe generation not reported: counts as below Gen%d", s.PCIeGen), fmt.Sprintf("Gen%d", s.PCIeGen), "unknown")
+			fs.judgedBy("pcie-link")
 		case cur.Gen < s.PCIeGen:
 			fs.add(Critical, part, fmt.Sprintf("PCIe link at Gen%d instead of Gen%d", cur.Gen, s.PCIeGen),
 				fmt.Sprintf("Gen%d", s.PCIeGen), fmt.Sprintf("Gen%d", cur.Gen))
@@ -307,8 +314,8 @@ func (fs *findings) nics(nics []machine.NIC, s recipe.NICSpec) {
 	}
 	for _, n := range match {
 		switch {
-		case n.SpeedMbps == 0:
-			fs.add(Info, part+" "+n.Name, "link speed not reported (link down or unknown)", s.Speed.String(), "unknown")
+		case n.SpeedMbps == 0: // as slower: nic-link (count ports at speed) is what blocks
+			fs.add(Warning, part+" "+n.Name, "link speed not reported (link down or unknown): counts as slower than the recipe's speed", s.Speed.String(), "unknown")
 		case int64(n.SpeedMbps) < s.Speed.Mbps():
 			fs.add(Warning, part+" "+n.Name, "NIC link slower than the recipe's speed", s.Speed.String(), recipe.Speed(n.SpeedMbps).String())
 		}
@@ -344,24 +351,36 @@ func (fs *findings) psus(psus []machine.PSU, s recipe.PSUSpec) {
 }
 
 // pin compares a component's reported versions with its pin. component
-// is the firmware.policy key (bios, bmc, gpu, nic, other.NAME) and label
-// how findings name it. A mismatch is critical unless the policy says warn.
-func (fs *findings) pin(f recipe.Firmware, component, label, want string, have []string) {
+// is the firmware pin key (bios, bmc, gpu, nic, other.NAME) and label how
+// findings name it. A mismatch is critical unless the policy says warn
+// (update blocks like block until a campaign brings the component to the
+// pin); versions compare as vendors write them (pkg/firmware/version:
+// "2.72 Sep 04 2022" is 2.72). A pinned component the hardware does not
+// report is a mismatch too, unless warn, on the BMC's inventory (Source
+// "redfish"): the one that judges firmware (the engine checks firmware
+// pins on the BMC's read; the agent cannot see a BMC's or a CPLD's
+// firmware, so on an in-band inventory a component it does not show is
+// info).
+func (fs *findings) pin(f recipe.Firmware, bmcRead bool, component, label, want string, have []string) {
 	if want == "" {
 		return
 	}
 	part := "firmware " + label
-	if len(have) == 0 {
-		fs.add(Info, part, label+" firmware version not reported", want, "unknown")
-		return
-	}
 	action := f.Action(component)
 	sev := Critical
 	if action == recipe.FirmwareWarn {
 		sev = Warning
 	}
+	if len(have) == 0 {
+		if action == recipe.FirmwareWarn || !bmcRead {
+			fs.add(Info, part, label+" firmware version not reported", want, "unknown")
+			return
+		}
+		fs.add(sev, part, fmt.Sprintf("%s firmware version not reported: cannot show the pin holds (policy %s)", label, action), want, "not reported")
+		return
+	}
 	for _, h := range dedupe(have) {
-		if strings.TrimSpace(h) != want {
+		if !version.Equal(h, want) {
 			fs.add(sev, part, fmt.Sprintf("%s firmware not at the pinned version (policy %s)", label, action), want, h)
 		}
 	}
@@ -413,22 +432,22 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	if inv.System.BIOSVersion != "" {
 		bios = []string{inv.System.BIOSVersion}
 	}
-	fs.pin(f, "bios", "BIOS", f.BIOS, bios)
+	fs.pin(f, inv.Source == "redfish", "bios", "BIOS", f.BIOS.Version, bios)
 	bmcv := firmwareEntries(inv, "BMC")
 	if inv.System.BMCVersion != "" {
 		bmcv = []string{inv.System.BMCVersion}
 	}
-	fs.pin(f, "bmc", "BMC", f.BMC, bmcv)
+	fs.pin(f, inv.Source == "redfish", "bmc", "BMC", f.BMC.Version, bmcv)
 	var gpu []string
 	for _, g := range inv.GPUs {
-		if g.Firmware != "" {
+		if g.Firmware != "" && (f.GPU.Component == "" || sameComponent(g.Model, f.GPU.Component)) {
 			gpu = append(gpu, g.Firmware)
 		}
 	}
 	if len(gpu) == 0 {
 		gpu = firmwareEntries(inv, "GPU")
 	}
-	fs.pin(f, "gpu", "GPU", f.GPU, gpu)
+	fs.pin(f, inv.Source == "redfish", "gpu", "GPU", f.GPU.Version, gpu)
 	fs.nicFirmware(inv, f, nicSpecs)
 	names := make([]string, 0, len(f.Other))
 	for k := range f.Other {
@@ -438,11 +457,11 @@ func (fs *findings) firmware(inv machine.Inventory, f recipe.Firmware, nicSpecs 
 	for _, k := range names {
 		var have []string
 		for _, e := range inv.Firmware {
-			if sameComponent(e.Component, k) {
+			if sameComponent(e.Component, cmp.Or(f.Other[k].Component, k)) {
 				have = append(have, e.Version)
 			}
 		}
-		fs.pin(f, "other."+k, k, f.Other[k], have)
+		fs.pin(f, inv.Source == "redfish", "other."+k, k, f.Other[k].Version, have)
 	}
 }
 
@@ -466,13 +485,13 @@ func (fs *findings) nicFirmware(inv machine.Inventory, f recipe.Firmware, specs 
 	}
 	for i, s := range specs {
 		if s.Firmware != "" {
-			fs.pin(f, "nic", "NIC "+s.Model, s.Firmware, byModel[i])
+			fs.pin(f, inv.Source == "redfish", "nic", "NIC "+s.Model, s.Firmware, byModel[i])
 		}
 	}
 	if len(rest) == 0 && len(byModel) == 0 {
 		rest = firmwareEntries(inv, "NIC")
 	}
-	fs.pin(f, "nic", "NIC", f.NIC, rest)
+	fs.pin(f, inv.Source == "redfish", "nic", "NIC", f.NIC.Version, rest)
 }
 
 // power checks that the working PSUs, less the redundancy reserve and the

@@ -1,6 +1,7 @@
 package drift
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,8 +76,9 @@ func rec() *recipe.Recipe {
 			NICs:   []recipe.NICSpec{{Model: "ConnectX-7", Speed: speed("400Gbps"), Count: 2, Role: "workload"}},
 			PSUs:   &recipe.PSUSpec{Count: 4, RatedWatts: 3000, Redundancy: "N+1"},
 		},
-		Firmware: recipe.Firmware{BIOS: "2.4b", BMC: "1.9", GPU: "96.00.74.00.01", NIC: "28.39.1002"},
-		Power:    recipe.Power{LoadWatts: 7000, DeratingPct: 10},
+		Firmware: recipe.Firmware{BIOS: recipe.Pin{Version: "2.4b"}, BMC: recipe.Pin{Version: "1.9"}, GPU: recipe.Pin{Version: "96.00.74.00.01"},
+			NIC: recipe.Pin{Version: "28.39.1002"}},
+		Power: recipe.Power{LoadWatts: 7000, DeratingPct: 10},
 	}
 }
 
@@ -197,13 +199,60 @@ func TestCheck(t *testing.T) {
 			},
 			want: []Finding{{Critical, "firmware NIC", "NIC firmware not at the pinned version (policy block)", "28.39.1002", "26.36.1010", ""}},
 		},
-		"BMC version unknown": {
-			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion = "" },
+		"NIC speed not reported counts as slower": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.NICs[1].SpeedMbps = 0 },
+			want: []Finding{{Warning, "nic workload p1", "link speed not reported (link down or unknown): counts as slower than the recipe's speed",
+				"400Gbps", "unknown", ""}},
+		},
+		"PCIe width not reported blocks": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].LinkCurrent.Width = 0 },
+			want:   []Finding{{Critical, "gpu 4", "PCIe link width not reported: counts as below x16", "x16", "unknown", "pcie-link"}},
+		},
+		"PCIe generation not reported blocks": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.GPUs[4].LinkCurrent.Gen = 0 },
+			want:   []Finding{{Critical, "gpu 4", "PCIe generation not reported: counts as below Gen5", "Gen5", "unknown", "pcie-link"}},
+		},
+		"BMC version unknown to the BMC: a mismatch": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion, i.Source = "", "redfish" },
+			want: []Finding{{Critical, "firmware BMC", "BMC firmware version not reported: cannot show the pin holds (policy block)",
+				"1.9", "not reported", ""}},
+		},
+		"BMC version unknown in-band: the BMC's read judges it": {
+			mutate: func(i *machine.Inventory, _ *recipe.Recipe) { i.System.BMCVersion, i.Source = "", "agent" },
 			want:   []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
+		},
+		"BMC version unknown, policy warn": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				i.System.BMCVersion, i.Source = "", "redfish"
+				r.Firmware.BMC.Policy = recipe.FirmwareWarn
+			},
+			want: []Finding{{Info, "firmware BMC", "BMC firmware version not reported", "1.9", "unknown", ""}},
+		},
+		"policy update blocks until updated": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.BIOS = recipe.Pin{Version: "2.4b", Policy: recipe.FirmwareUpdate, Package: strings.Repeat("a", 64)}
+				i.System.BIOSVersion = "2.3"
+			},
+			want: []Finding{{Critical, "firmware BIOS", "BIOS firmware not at the pinned version (policy update)", "2.4b", "2.3", ""}},
+		},
+		"vendor version strings: a build date is no mismatch": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.BMC = recipe.Pin{Version: "2.72"}
+				i.System.BMCVersion = "iLO 5 v2.72"
+				r.Firmware.Other = map[string]recipe.Pin{"ilo": {Version: "2.72"}}
+				i.Firmware = []machine.Firmware{{Component: "iLO 5", Version: "2.72 Sep 04 2022"}}
+			},
+		},
+		"a pin naming its component": {
+			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
+				r.Firmware.Other = map[string]recipe.Pin{"gpu-bundle": {Version: "1.5.0", Component: "HGX_FW_GPU"}}
+				i.Firmware = []machine.Firmware{{Component: "HGX_FW_GPU_SXM_1", Version: "1.4.0"}}
+			},
+			want: []Finding{{Critical, "firmware gpu-bundle", "gpu-bundle firmware not at the pinned version (policy block)", "1.5.0", "1.4.0", ""}},
 		},
 		"other firmware from the firmware inventory": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
-				r.Firmware.Other = map[string]string{"CPLD": "1.2", "hgx-baseboard": "1.5.0"}
+				r.Firmware.Other = map[string]recipe.Pin{"CPLD": {Version: "1.2"}, "hgx-baseboard": {Version: "1.5.0"}}
 				i.Firmware = []machine.Firmware{{Component: "CPLD", Version: "1.1"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
 			},
 			want: []Finding{{Critical, "firmware CPLD", "CPLD firmware not at the pinned version (policy block)", "1.2", "1.1", ""},
@@ -211,7 +260,7 @@ func TestCheck(t *testing.T) {
 		},
 		"other firmware policy warn": {
 			mutate: func(i *machine.Inventory, r *recipe.Recipe) {
-				r.Firmware.Other = map[string]string{"cpld": "1.0.4", "hgx-baseboard": "1.5.0"}
+				r.Firmware.Other = map[string]recipe.Pin{"cpld": {Version: "1.0.4"}, "hgx-baseboard": {Version: "1.5.0"}}
 				r.Firmware.Policy = map[string]recipe.FirmwareAction{"other.cpld": recipe.FirmwareWarn}
 				i.Firmware = []machine.Firmware{{Component: "cpld", Version: "1.0.3"}, {Component: "hgx-baseboard", Version: "1.4.0"}}
 			},

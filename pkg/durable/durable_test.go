@@ -1,6 +1,7 @@
 package durable
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,5 +37,42 @@ func TestWriteFile(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "no-such-dir", "x"), nil, 0o600); err == nil || !strings.Contains(err.Error(), "no-such-dir") {
 		t.Errorf("a missing folder: %v", err)
+	}
+}
+
+// A reader of a file being replaced sees the old contents or the new ones
+// whole, never an empty or cut file (what os.WriteFile's truncate-then-write
+// shows a reader in another process).
+func TestWriteFileReaderSeesWholeFiles(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state.json")
+	versions := [][]byte{bytes.Repeat([]byte("a"), 64<<10), bytes.Repeat([]byte("b"), 3<<10)}
+	if err := WriteFile(p, versions[0], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for i := range 100 {
+			if err := WriteFile(p, versions[i%2], 0o644); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d reads, each a whole version", reads)
+			return
+		default:
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Equal(b, versions[0]) && !bytes.Equal(b, versions[1]) {
+			<-done
+			t.Fatalf("read %d: %d bytes (%v), want one version whole", reads, len(b), err)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func (e *Engine) OnTask(ctx context.Context, machineID string) (*Task, error) {
 		}
 		e.event(ctx, machineID, "agent.started", "agent asked for its task", map[string]string{"job": j.ID})
 	}
-	m, err := e.store.GetMachine(ctx, machineID)
+	m, err := e.machines.Get(ctx, machineID)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 	if inv.Taken.IsZero() {
 		inv.Taken = e.now()
 	}
-	if _, err := e.store.PutInventory(ctx, machineID, inv); err != nil {
+	if _, err := e.machines.PutInventory(ctx, machineID, inv); err != nil {
 		return fmt.Errorf("storing inventory of %s: %w", machineID, err)
 	}
 	j, err := e.activeJob(ctx, machineID)
@@ -100,7 +100,7 @@ func (e *Engine) OnInventory(ctx context.Context, machineID string, inv machine.
 		findings = e.drift(inv, r)
 	}
 	findings = append(findings, e.bmcFindings(ctx, machineID, j, inv, r)...)
-	m, err := e.store.GetMachine(ctx, machineID)
+	m, err := e.machines.Get(ctx, machineID)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (e *Engine) bmcFindings(ctx context.Context, machineID string, j *store.Job
 
 // jobSnapshot is the machine's newest inventory from source taken in job j.
 func (e *Engine) jobSnapshot(ctx context.Context, machineID string, j *store.Job, source string) (machine.Inventory, bool) {
-	snaps, err := e.store.Inventories(ctx, machineID)
+	snaps, err := e.machines.History(ctx, machineID)
 	if err != nil {
 		return machine.Inventory{}, false
 	}
@@ -212,7 +212,7 @@ func (e *Engine) OnChecks(ctx context.Context, machineID string, results []Check
 	if err != nil {
 		return err
 	}
-	m, err := e.store.GetMachine(ctx, machineID)
+	m, err := e.machines.Get(ctx, machineID)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 		if r, err = e.jobRecipe(sp); err != nil {
 			return err
 		}
-		if m, err = e.store.GetMachine(ctx, machineID); err != nil {
+		if m, err = e.machines.Get(ctx, machineID); err != nil {
 			return err
 		}
 		v = judge(r.Acceptance.Checks, recipe.StageBurnIn, fb.BurnIn, m)
@@ -352,7 +352,7 @@ func (e *Engine) OnFirstBoot(ctx context.Context, machineID string, fb FirstBoot
 // software and every check's numbers (Source "verified").
 func (e *Engine) storeVerified(ctx context.Context, machineID string, j *store.Job, sw machine.Software, burnIn []CheckResult) {
 	inv, _ := e.jobSnapshot(ctx, machineID, j, "agent")
-	cur, err := e.store.GetJob(ctx, j.ID) // the status as the load sampler left it
+	cur, err := e.jobs.GetJob(ctx, j.ID) // the status as the load sampler left it
 	if err != nil {
 		return
 	}
@@ -373,7 +373,7 @@ func (e *Engine) storeVerified(ctx context.Context, machineID string, j *store.J
 		}
 		inv.Measurements = append(inv.Measurements, machine.Measurement{Check: c.Name, OK: c.OK, Waived: c.Waived, Value: c.Value, Metrics: c.Metrics, Detail: c.Detail})
 	}
-	if _, err := e.store.PutInventory(ctx, machineID, inv); err != nil {
+	if _, err := e.machines.PutInventory(ctx, machineID, inv); err != nil {
 		e.log.Warn("storing the verified inventory", "machine", machineID, "err", err)
 	}
 }
@@ -427,7 +427,7 @@ func driverMismatches(want, got map[string]string) []string {
 // the network again, the boot mode is the recipe's, and the BIOS attributes
 // stuck.
 func (e *Engine) verifyMachine(ctx context.Context, machineID string, r *recipe.Recipe) error {
-	m, err := e.store.GetMachine(ctx, machineID)
+	m, err := e.machines.Get(ctx, machineID)
 	if err != nil {
 		return err
 	}
@@ -496,7 +496,7 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 	// sees the job done finds the machine still verifying. A crash between
 	// the two leaves the job running at verify: it then times out and fails
 	// the machine, the safe side.
-	cur, err := e.store.GetJob(ctx, jobID)
+	cur, err := e.jobs.GetJob(ctx, jobID)
 	if err != nil {
 		return err
 	}
@@ -508,7 +508,7 @@ func (e *Engine) finish(ctx context.Context, jobID, machineID string) error {
 		return err
 	}
 	e.mu.Lock()
-	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error { _, err := done(j); return err })
+	j, err := e.jobs.UpdateJob(ctx, jobID, func(j *store.Job) error { _, err := done(j); return err })
 	e.mu.Unlock()
 	if err != nil {
 		return err

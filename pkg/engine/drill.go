@@ -29,7 +29,7 @@ func (e *Engine) StartDrill(ctx context.Context, recipeName, machineName string,
 	var m *machine.Machine
 	if machineName != "" {
 		var err error
-		if m, err = e.store.GetMachine(ctx, machineName); err != nil {
+		if m, err = e.machines.Get(ctx, machineName); err != nil {
 			return nil, fmt.Errorf("drill: machine %s: %w", machineName, err)
 		}
 		switch {
@@ -40,7 +40,7 @@ func (e *Engine) StartDrill(ctx context.Context, recipeName, machineName string,
 				ErrPreflight, m.Name, m.Name)
 		}
 	} else {
-		ms, err := e.store.ListMachines(ctx, store.MachineFilter{Recipe: recipeName})
+		ms, err := e.machines.List(ctx, store.MachineFilter{Recipe: recipeName})
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +93,7 @@ type DrillResult struct {
 // drills lists the finished drills of recipe ("" every class), newest
 // first.
 func (e *Engine) drills(ctx context.Context, recipe string) []DrillResult {
-	jobs, err := e.store.ListJobs(ctx, "")
+	jobs, err := e.jobs.ListJobs(ctx, "")
 	if err != nil {
 		e.log.Warn("listing drills", "err", err)
 		return nil
@@ -107,12 +107,12 @@ func (e *Engine) drills(ctx context.Context, recipe string) []DrillResult {
 		if json.Unmarshal(j.Spec, &sp) != nil || !sp.Drill || (recipe != "" && sp.Recipe != recipe) {
 			continue
 		}
-		st := StatusOf(j.Status)
+		st, _ := decodeStatus(&j)
 		d := DrillResult{Job: j.ID, MachineID: sp.Machine, Recipe: sp.Recipe, At: j.Updated, Restore: st.Restore}
 		if r, err := e.jobRecipe(sp); err == nil {
 			d.Target = r.Timeouts.Restore.D()
 		}
-		if m, err := e.store.GetMachine(ctx, sp.Machine); err == nil {
+		if m, err := e.machines.Get(ctx, sp.Machine); err == nil {
 			d.Machine = m.Name
 		}
 		switch {

@@ -92,11 +92,20 @@ type Finding struct {
 
 // Config builds an Engine.
 type Config struct {
-	Store     store.Store
-	DialBMC   DialBMC
-	Recipes   RecipeSource
-	Artifacts Artifacts  // nil skips the artifact preflight (tests)
-	Drift     DriftCheck // nil: no drift check
+	// Machines is the fleet: machine reads and every machine change.
+	Machines Machines
+	// Jobs keeps the engine's jobs.
+	Jobs store.JobStore
+	// Leases looks up ingot's DHCP leases (network.pool reservations);
+	// nil: none are looked up.
+	Leases Leases
+	// Credentials deletes a job's machine credentials when it ends or a
+	// new boot attempt starts; nil: none are issued.
+	Credentials Credentials
+	DialBMC     DialBMC
+	Recipes     RecipeSource
+	Artifacts   Artifacts  // nil skips the artifact preflight (tests)
+	Drift       DriftCheck // nil: no drift check
 	// Reconcile, when set, has the BMC step read the BMC's inventory and the
 	// agent's inventory be reconciled with it.
 	Reconcile Reconcile
@@ -142,7 +151,10 @@ type Config struct {
 
 // Engine runs provisioning jobs.
 type Engine struct {
-	store     store.Store
+	machines  Machines
+	jobs      store.JobStore
+	leases    Leases
+	creds     Credentials
 	dial      DialBMC
 	recipes   RecipeSource
 	artifacts Artifacts
@@ -173,11 +185,11 @@ type Engine struct {
 
 // New builds an Engine.
 func New(cfg Config) (*Engine, error) {
-	if cfg.Store == nil || cfg.DialBMC == nil || cfg.Recipes == nil {
-		return nil, errors.New("engine: Store, DialBMC and Recipes are required")
+	if cfg.Machines == nil || cfg.Jobs == nil || cfg.DialBMC == nil || cfg.Recipes == nil {
+		return nil, errors.New("engine: Machines, Jobs, DialBMC and Recipes are required")
 	}
 	e := &Engine{
-		store: cfg.Store, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
+		machines: cfg.Machines, jobs: cfg.Jobs, leases: cfg.Leases, creds: cfg.Credentials, dial: cfg.DialBMC, recipes: cfg.Recipes, artifacts: cfg.Artifacts,
 		drift: cfg.Drift, reconcile: cfg.Reconcile, log: cfg.Logger, now: cfg.Now, tick: cfg.Tick, sample: cfg.LoadSample, defaults: cfg.Defaults, dhcp: cfg.DHCP, racks: cfg.Racks, waveCheck: cfg.WaveCheck, drillAge: cfg.DrillMaxAge,
 		kick: make(chan string, 1024), rollouts: make(chan string, 64), running: map[string]bool{}, again: map[string]bool{}, waiters: map[string][]chan struct{}{},
 	}
@@ -340,16 +352,6 @@ func encodeStatus(j *store.Job, st ReimageStatus) error {
 // Status decodes a reimage job's status for display.
 func Status(j *store.Job) (ReimageStatus, error) { return decodeStatus(j) }
 
-// StatusOf decodes a reimage job's status as the API carries it (a job's
-// "status"); empty or unreadable gives the zero status.
-func StatusOf(raw json.RawMessage) ReimageStatus {
-	var st ReimageStatus
-	if len(raw) > 0 {
-		_ = json.Unmarshal(raw, &st)
-	}
-	return st
-}
-
 // formatPhases renders the time to restore by phase:
 // "time to restore 1m32s: bmc 2s, post+boot 41s, ...".
 func formatPhases(st ReimageStatus) string {
@@ -366,9 +368,6 @@ func formatPhases(st ReimageStatus) string {
 	}
 	return b.String()
 }
-
-// FormatPhases is formatPhases for the CLI.
-func FormatPhases(st ReimageStatus) string { return formatPhases(st) }
 
 // SetWaveCheck sets the rollout wave gate after New (telemetry is built on
 // the fleet, which is built after the engine). Call before Run.

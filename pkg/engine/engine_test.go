@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/apiserver"
 	"github.com/ingot-dev/ingot/pkg/engine"
+	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -152,8 +154,23 @@ func (h *harness) advance(d time.Duration) {
 }
 
 func (h *harness) start(drift engine.DriftCheck) {
+	recipes := func(name string) (*recipe.Recipe, error) {
+		if name != "lab-qemu" {
+			return nil, errors.New("no such recipe")
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.recipe != nil {
+			return h.recipe, nil
+		}
+		return testRecipe(), nil
+	}
+	fl, err := fleet.New(fleet.Config{Store: h.s, Recipes: recipes, Now: h.clock})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	e, err := engine.New(engine.Config{
-		Store: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
+		Machines: fl, Jobs: h.s, Leases: h.s, DialBMC: h.bmc.dial, Logger: slog.New(slog.NewTextHandler(testWriter{h.t}, nil)), Now: h.clock, Tick: 5 * time.Millisecond, Drift: drift,
 		Reconcile: h.reconcile, LoadSample: 5 * time.Millisecond, BootURL: "http://10.77.0.1:8080/", Media: harnessMedia{h},
 		Warm: func(_ context.Context, m *machine.Machine, jobID string) error {
 			h.mu.Lock()
@@ -164,17 +181,7 @@ func (h *harness) start(drift engine.DriftCheck) {
 			}
 			return w(m, jobID)
 		},
-		Recipes: func(name string) (*recipe.Recipe, error) {
-			if name != "lab-qemu" {
-				return nil, errors.New("no such recipe")
-			}
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if h.recipe != nil {
-				return h.recipe, nil
-			}
-			return testRecipe(), nil
-		},
+		Recipes: recipes,
 	})
 	if err != nil {
 		h.t.Fatal(err)
@@ -279,8 +286,7 @@ func TestReimageHappyPath(t *testing.T) {
 	if want := "bios 1,mode UEFI,boot Pxe,cycle,boot Hdd,cycle,verify"; h.bmc.Calls() != want {
 		t.Errorf("BMC calls = %s, want %s", h.bmc.Calls(), want)
 	}
-	st, _ := engine.Status(j)
-	line := engine.FormatPhases(st)
+	line := apiserver.WireJob(j).Reimage.RestoreLine()
 	for _, want := range []string{"time to restore 1m10s", "post+boot 40s", "checks"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("restore line %q lacks %q", line, want)
@@ -934,7 +940,7 @@ func TestWarmReimage(t *testing.T) {
 		return errors.New("dial tcp 10.77.0.100:9443: connection refused")
 	}
 	h.mu.Unlock()
-	h.s.UpdateMachine(ctx, "node1", func(m *machine.Machine) error { m.State = machine.StateReady; return nil })
+	h.s.ChangeMachine(ctx, "node1", store.Change{Edit: store.Edit(func(m *machine.Machine) error { m.State = machine.StateReady; return nil })})
 	j, err = h.e.ReimageWith(ctx, "node1", "operator:test", "warm", engine.ReimageOptions{Warm: true})
 	if err != nil {
 		t.Fatal(err)

@@ -2,65 +2,46 @@ package engine
 
 import (
 	"context"
-	"fmt"
+	"net/netip"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// transitions lists, for each state, the states it may move to. Every move
-// is an event with a reason; anything else is refused.
-var transitions = map[machine.State][]machine.State{
-	machine.StateDiscovered:   {machine.StateEnrolled, machine.StateInspecting, machine.StateProvisioning},
-	machine.StateEnrolled:     {machine.StateInspecting, machine.StateProvisioning, machine.StateFailed},
-	machine.StateInspecting:   {machine.StateProvisioning, machine.StateEnrolled, machine.StateFailed},
-	machine.StateProvisioning: {machine.StateVerifying, machine.StateFailed},
-	machine.StateVerifying:    {machine.StateReady, machine.StateFailed},
-	machine.StateReady:        {machine.StateReimaging},
-	machine.StateFailed:       {machine.StateReimaging, machine.StateEnrolled},
-	machine.StateReimaging:    {machine.StateProvisioning, machine.StateFailed},
+// Machines is the fleet as the engine sees it: reads, and every change to
+// a machine record, which pkg/fleet owns (*fleet.Service satisfies it).
+// The engine never writes a machine itself: a state change and the event
+// that tells of it are one write, made by the fleet.
+type Machines interface {
+	Get(ctx context.Context, idOrName string) (*machine.Machine, error)
+	List(ctx context.Context, f store.MachineFilter) ([]machine.Machine, error)
+	// Transition moves a machine to a state with its event (actor, reason,
+	// fields), refusing what machine.CanTransition forbids.
+	Transition(ctx context.Context, id string, to machine.State, actor, reason string, fields map[string]string) error
+	// Reserve records a machine's reserved address, with an event.
+	Reserve(ctx context.Context, id, ipv4, actor, reason string) error
+	PutInventory(ctx context.Context, id string, inv machine.Inventory) (uint64, error)
+	// History lists a machine's kept inventories, oldest first.
+	History(ctx context.Context, idOrName string) ([]store.Snapshot, error)
+	// Record appends an event that changes no state.
+	Record(ctx context.Context, ev machine.Event)
 }
 
-// CanTransition reports whether a machine may move from one state to another.
-// Staying in the same state is always allowed (a resumed step repeats it).
-func CanTransition(from, to machine.State) bool {
-	if from == to {
-		return true
-	}
-	for _, s := range transitions[from] {
-		if s == to {
-			return true
-		}
-	}
-	return false
+// Leases looks up the leases of ingot's DHCP.
+type Leases interface {
+	LeaseByIP(ctx context.Context, ip netip.Addr) (*store.Lease, error)
 }
 
-// setState moves a machine to a new state inside one store update and records
-// the event. It refuses moves the lifecycle does not allow.
+// Credentials deletes the machine credentials issued for a job
+// (*agentauth.Auth satisfies it).
+type Credentials interface {
+	DeleteJob(ctx context.Context, jobID string) error
+}
+
+// setState moves a machine to a new state with its event, through the
+// fleet. It refuses moves the lifecycle does not allow.
 func (e *Engine) setState(ctx context.Context, id string, to machine.State, reason string, fields map[string]string) error {
-	var from machine.State
-	_, err := e.store.UpdateMachine(ctx, id, func(m *machine.Machine) error {
-		from = m.State
-		if from == "" {
-			from = machine.StateEnrolled
-		}
-		if !CanTransition(from, to) {
-			return fmt.Errorf("machine %s: cannot go from %s to %s", m.Name, from, to)
-		}
-		m.State = to
-		m.Updated = e.now()
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("changing state of %s to %s: %w", id, to, err)
-	}
-	if from == to {
-		return nil
-	}
-	_, err = e.store.AppendEvent(ctx, machine.Event{
-		Machine: id, Time: e.now(), Actor: "engine", Kind: "state",
-		From: from, To: to, Message: reason, Fields: fields,
-	})
-	return err
+	return e.machines.Transition(ctx, id, to, "engine", reason, fields)
 }
 
 // event records something that happened to a machine that is not a state
@@ -69,11 +50,7 @@ func (e *Engine) event(ctx context.Context, id, kind, msg string, fields map[str
 	e.eventBy(ctx, id, "engine", kind, msg, fields)
 }
 
-// eventBy records an event with its actor (an operator for waivers).
+// eventBy records an event with its actor.
 func (e *Engine) eventBy(ctx context.Context, id, actor, kind, msg string, fields map[string]string) {
-	if _, err := e.store.AppendEvent(ctx, machine.Event{
-		Machine: id, Time: e.now(), Actor: actor, Kind: kind, Message: msg, Fields: fields,
-	}); err != nil {
-		e.log.Error("recording event", "machine", id, "kind", kind, "err", err)
-	}
+	e.machines.Record(ctx, machine.Event{Machine: id, Time: e.now(), Actor: actor, Kind: kind, Message: msg, Fields: fields})
 }

@@ -93,7 +93,7 @@ func (e *Engine) reserve(ctx context.Context, r *recipe.Recipe, m *machine.Machi
 		return fmt.Errorf("network.pool %s is outside ingot's DHCP subnets", pool)
 	}
 	taken := map[netip.Addr]bool{e.dhcp.ServerIP: true, sub.Router: true}
-	ms, err := e.store.ListMachines(ctx, store.MachineFilter{})
+	ms, err := e.machines.List(ctx, store.MachineFilter{})
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,10 @@ func (e *Engine) reserve(ctx context.Context, r *recipe.Recipe, m *machine.Machi
 		if taken[a] || a == pool.Masked().Addr() || !sub.Subnet.Contains(a) || isBroadcast(sub.Subnet, a) || isBroadcast(pool, a) {
 			return false
 		}
-		l, err := e.store.LeaseByIP(ctx, a)
+		if e.leases == nil {
+			return true
+		}
+		l, err := e.leases.LeaseByIP(ctx, a)
 		return errors.Is(err, store.ErrNotFound) || (err == nil && l.MAC == firstMAC(m))
 	}
 	dynamic := func(a netip.Addr) bool { return !a.Less(sub.Start) && !sub.End.Less(a) }
@@ -121,11 +124,10 @@ func (e *Engine) reserve(ctx context.Context, r *recipe.Recipe, m *machine.Machi
 	if !pick.IsValid() {
 		return fmt.Errorf("network.pool %s has no free address for %s", pool, m.Name)
 	}
-	if _, err := e.store.UpdateMachine(ctx, m.ID, func(mm *machine.Machine) error { mm.IPv4 = pick.String(); return nil }); err != nil {
+	if err := e.machines.Reserve(ctx, m.ID, pick.String(), "engine", fmt.Sprintf("reserved %s from the recipe's network.pool %s", pick, pool)); err != nil {
 		return err
 	}
 	m.IPv4 = pick.String()
-	e.event(ctx, m.ID, "reservation", fmt.Sprintf("reserved %s from the recipe's network.pool %s", pick, pool), map[string]string{"ip": pick.String()})
 	return nil
 }
 

@@ -16,8 +16,8 @@ import (
 func poolEngine(t *testing.T, mode string) (*Engine, store.Store) {
 	t.Helper()
 	s := storetest.Open(t)
-	e, err := New(Config{Store: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
-		Recipes: func(string) (*recipe.Recipe, error) { return nil, nil },
+	e, err := New(Config{Machines: fleetOn(t, s, noRecipes), Jobs: s, Leases: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
+		Recipes: noRecipes,
 		DHCP: DHCPInfo{Mode: mode, ServerIP: netip.MustParseAddr("10.40.0.1"), Pools: []DHCPPool{{
 			Subnet: netip.MustParsePrefix("10.40.0.0/22"), Start: netip.MustParseAddr("10.40.2.0"), End: netip.MustParseAddr("10.40.3.250"),
 			Router: netip.MustParseAddr("10.40.0.2")}}}})

@@ -32,7 +32,7 @@ func (e *Engine) rackPower(ctx context.Context, r *recipe.Recipe, ms []machine.M
 		in[m.ID] = true
 		count[m.Rack]++
 	}
-	all, err := e.store.ListMachines(ctx, store.MachineFilter{})
+	all, err := e.machines.List(ctx, store.MachineFilter{})
 	if err != nil {
 		return perRack, err
 	}

@@ -34,12 +34,15 @@ func TestRolloutRackPower(t *testing.T) {
 		{Name: "a", FeedVolts: 230, Phases: 1, BreakerAmps: 80, StartupMarginWatts: 2500},
 		{Name: "b", FeedVolts: 230, Phases: 1, BreakerAmps: 63, StartupMarginWatts: 2500},
 	}
-	e, err := New(Config{Store: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
+	source := func(n string) (*recipe.Recipe, error) {
+		if r, ok := recipes[n]; ok {
+			return r, nil
+		}
+		return nil, fmt.Errorf("no recipe %s", n)
+	}
+	e, err := New(Config{Machines: fleetOn(t, s, source), Jobs: s, Leases: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
 		Recipes: func(n string) (*recipe.Recipe, error) {
-			if r, ok := recipes[n]; ok {
-				return r, nil
-			}
-			return nil, fmt.Errorf("no recipe %s", n)
+			return source(n)
 		},
 		Racks: func() []rack.Rack { return racks }})
 	if err != nil {
@@ -105,8 +108,9 @@ func TestStartsStaggerByRack(t *testing.T) {
 	r := &recipe.Recipe{Name: "gpu", Power: recipe.Power{LoadWatts: 1000}}
 	racks := []rack.Rack{{Name: "a", FeedVolts: 230, Phases: 1, BreakerAmps: 80, StartupMarginWatts: 2500}, {Name: "free", FeedVolts: 230, Phases: 1, BreakerAmps: 80}}
 	const settle = 300 * time.Millisecond
-	e, err := New(Config{Store: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
-		Recipes: func(string) (*recipe.Recipe, error) { return r, nil }, Racks: func() []rack.Rack { return racks },
+	recipes := func(string) (*recipe.Recipe, error) { return r, nil }
+	e, err := New(Config{Machines: fleetOn(t, s, recipes), Jobs: s, Leases: s, DialBMC: func(context.Context, *machine.Machine) (BMC, error) { return nil, nil },
+		Recipes: recipes, Racks: func() []rack.Rack { return racks },
 		StartupSettle: settle, Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ var ErrPreflight = errors.New("preflight failed")
 // the recipe lints, every pinned artifact is present, the BMC answers with
 // valid credentials, and the machine is not in another job.
 func (e *Engine) Preflight(ctx context.Context, idOrName string) (*Plan, error) {
-	m, err := e.store.GetMachine(ctx, idOrName)
+	m, err := e.machines.Get(ctx, idOrName)
 	if err != nil {
 		return nil, fmt.Errorf("reimage %s: %w", idOrName, err)
 	}
@@ -169,7 +169,7 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 	if err != nil {
 		return nil, err
 	}
-	m, err := e.store.GetMachine(ctx, p.Machine)
+	m, err := e.machines.Get(ctx, p.Machine)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 		Step: StepBMC, Spec: spec, Created: e.now(), Updated: e.now(),
 		Deadline: e.now().Add(e.defaults.Power.D()),
 	}
-	if err := e.store.CreateJob(ctx, job); err != nil {
+	if err := e.jobs.CreateJob(ctx, job); err != nil {
 		return nil, fmt.Errorf("creating reimage job for %s: %w", m.Name, err)
 	}
 	to := machine.StateReimaging
@@ -217,7 +217,7 @@ func (e *Engine) reimageWith(ctx context.Context, idOrName, actor, reason, wave 
 
 // activeJob returns the running job that holds a machine, if any.
 func (e *Engine) activeJob(ctx context.Context, machineID string) (*store.Job, error) {
-	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	jobs, err := e.jobs.ListJobs(ctx, store.JobRunning)
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +249,7 @@ func (e *Engine) advance(ctx context.Context, jobID, from, to string, timeout ti
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.now()
-	return e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+	return e.jobs.UpdateJob(ctx, jobID, func(j *store.Job) error {
 		if j.State != store.JobRunning {
 			return fmt.Errorf("job %s is %s, not running", j.ID, j.State)
 		}
@@ -317,7 +317,7 @@ func (e *Engine) fail(ctx context.Context, jobID, step, reason string) {
 // failed (the job may have left them half-written; a reimage restores
 // them), a rollout stops before its next wave, and the job reads cancelled.
 func (e *Engine) Cancel(ctx context.Context, jobID, actor, reason string) (*store.Job, error) {
-	j, err := e.store.GetJob(ctx, jobID)
+	j, err := e.jobs.GetJob(ctx, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("cancelling job %s: %w", jobID, err)
 	}
@@ -335,7 +335,7 @@ func (e *Engine) Cancel(ctx context.Context, jobID, actor, reason string) (*stor
 	} else {
 		e.end(ctx, jobID, j.Step, msg, store.JobCancelled)
 	}
-	return e.store.GetJob(ctx, jobID)
+	return e.jobs.GetJob(ctx, jobID)
 }
 
 // ErrEnded: the job has already ended.
@@ -344,7 +344,7 @@ var ErrEnded = errors.New("job has ended")
 // end ends a running job in state (failed or cancelled), its machines
 // failed first.
 func (e *Engine) end(ctx context.Context, jobID, step, reason string, state store.JobState) {
-	cur, err := e.store.GetJob(ctx, jobID)
+	cur, err := e.jobs.GetJob(ctx, jobID)
 	if err != nil || cur.State != store.JobRunning {
 		e.log.Warn("failing job", "job", jobID, "err", err)
 		return
@@ -358,7 +358,7 @@ func (e *Engine) end(ctx context.Context, jobID, step, reason string, state stor
 		}
 	}
 	e.mu.Lock()
-	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+	j, err := e.jobs.UpdateJob(ctx, jobID, func(j *store.Job) error {
 		if j.State != store.JobRunning {
 			return fmt.Errorf("job %s already %s", j.ID, j.State)
 		}
@@ -378,17 +378,11 @@ func (e *Engine) end(ctx context.Context, jobID, step, reason string, state stor
 // deleteCredentials deletes (not only revokes) every machine credential
 // issued for the job: at its end, and when a new boot attempt starts.
 func (e *Engine) deleteCredentials(ctx context.Context, jobID string) {
-	toks, err := e.store.ListTokens(ctx)
-	if err != nil {
-		e.log.Warn("listing credentials to delete", "job", jobID, "err", err)
+	if e.creds == nil {
 		return
 	}
-	for _, t := range toks {
-		if t.JobID == jobID {
-			if err := e.store.DeleteToken(ctx, t.Hash); err != nil && !errors.Is(err, store.ErrNotFound) {
-				e.log.Warn("deleting a credential", "job", jobID, "credential", t.ID, "err", err)
-			}
-		}
+	if err := e.creds.DeleteJob(ctx, jobID); err != nil {
+		e.log.Warn("deleting the job's machine credentials", "job", jobID, "err", err)
 	}
 }
 
@@ -399,7 +393,7 @@ func (e *Engine) Wait(ctx context.Context, jobID string) (*store.Job, error) {
 		e.mu.Lock()
 		e.waiters[jobID] = append(e.waiters[jobID], ch)
 		e.mu.Unlock()
-		j, err := e.store.GetJob(ctx, jobID)
+		j, err := e.jobs.GetJob(ctx, jobID)
 		if err != nil || j.State != store.JobRunning {
 			return j, err
 		}

@@ -117,14 +117,14 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	}
 	var ms []machine.Machine
 	if len(sp.Machines) == 0 {
-		all, err := e.store.ListMachines(ctx, store.MachineFilter{Recipe: sp.Recipe})
+		all, err := e.machines.List(ctx, store.MachineFilter{Recipe: sp.Recipe})
 		if err != nil {
 			return nil, err
 		}
 		ms = all
 	}
 	for _, n := range sp.Machines {
-		m, err := e.store.GetMachine(ctx, n)
+		m, err := e.machines.Get(ctx, n)
 		if err != nil {
 			return nil, fmt.Errorf("rollout: machine %s: %w", n, err)
 		}
@@ -155,7 +155,7 @@ func (e *Engine) StartRollout(ctx context.Context, sp RolloutSpec, actor string)
 	for _, m := range ms {
 		j.Machines = append(j.Machines, m.ID)
 	}
-	if err := e.store.CreateJob(ctx, j); err != nil {
+	if err := e.jobs.CreateJob(ctx, j); err != nil {
 		return nil, err
 	}
 	e.log.Info("rollout started", "job", j.ID, "recipe", sp.Recipe, "waves", len(st.Waves), "actor", actor)
@@ -191,7 +191,7 @@ func lonePairs(r *recipe.Recipe, waves [][]string) error {
 // same wave without starting a machine twice.
 func (e *Engine) driveRollout(ctx context.Context, id string) {
 	for ctx.Err() == nil {
-		j, err := e.store.GetJob(ctx, id)
+		j, err := e.jobs.GetJob(ctx, id)
 		if err != nil || j.State != store.JobRunning {
 			return
 		}
@@ -267,13 +267,13 @@ func (e *Engine) waveReport(ctx context.Context, n int, wave []string, st Rollou
 	var problems []string
 	r, _ := e.recipes(recipeName)
 	for _, mid := range wave {
-		m, err := e.store.GetMachine(ctx, mid)
+		m, err := e.machines.Get(ctx, mid)
 		if err != nil {
 			continue
 		}
 		node := WaveNode{Machine: m.Name, Rack: m.Rack, Failed: st.Failed[mid]}
 		if jid := st.Jobs[mid]; jid != "" && node.Failed == "" && e.waveCheck != nil && r != nil {
-			if rj, err := e.store.GetJob(ctx, jid); err == nil {
+			if rj, err := e.jobs.GetJob(ctx, jid); err == nil {
 				node = e.waveCheck(ctx, m, r, rj.Created, rj.Updated)
 				node.Machine, node.Rack = m.Name, m.Rack
 				if node.Problem != "" {
@@ -288,7 +288,7 @@ func (e *Engine) waveReport(ctx context.Context, n int, wave []string, st Rollou
 }
 
 func (e *Engine) saveRollout(ctx context.Context, id string, st RolloutStatus, step string) error {
-	_, err := e.store.UpdateJob(ctx, id, func(j *store.Job) error {
+	_, err := e.jobs.UpdateJob(ctx, id, func(j *store.Job) error {
 		if j.State != store.JobRunning {
 			return fmt.Errorf("rollout %s is %s: %w", j.ID, j.State, ErrEnded) // cancelled meanwhile
 		}
@@ -301,7 +301,7 @@ func (e *Engine) saveRollout(ctx context.Context, id string, st RolloutStatus, s
 
 func (e *Engine) endRollout(ctx context.Context, id string, state store.JobState, reason string, st RolloutStatus) {
 	st.Stopped = reason
-	_, _ = e.store.UpdateJob(ctx, id, func(j *store.Job) error {
+	_, _ = e.jobs.UpdateJob(ctx, id, func(j *store.Job) error {
 		b, _ := json.Marshal(st)
 		j.State, j.Reason, j.Status, j.Updated, j.Step = state, reason, b, e.now(), "done"
 		return nil

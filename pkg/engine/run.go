@@ -19,7 +19,7 @@ import (
 // (its actions are idempotent), a step waiting on the agent keeps waiting
 // until its persisted deadline.
 func (e *Engine) Run(ctx context.Context) error {
-	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	jobs, err := e.jobs.ListJobs(ctx, store.JobRunning)
 	if err != nil {
 		return fmt.Errorf("engine: listing running jobs: %w", err)
 	}
@@ -89,7 +89,7 @@ func firstOf(s []string) string {
 
 // runBMCStep performs the BMC side of the bmc and handoff steps.
 func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
-	j, err := e.store.GetJob(ctx, jobID)
+	j, err := e.jobs.GetJob(ctx, jobID)
 	if err != nil || j.State != store.JobRunning {
 		return
 	}
@@ -98,7 +98,7 @@ func (e *Engine) runBMCStep(ctx context.Context, jobID string) {
 		e.fail(ctx, jobID, j.Step, err.Error())
 		return
 	}
-	m, err := e.store.GetMachine(ctx, sp.Machine)
+	m, err := e.machines.Get(ctx, sp.Machine)
 	if err != nil {
 		e.fail(ctx, jobID, j.Step, err.Error())
 		return
@@ -243,7 +243,7 @@ func (e *Engine) resumeLoadSampler(ctx context.Context, j *store.Job) {
 	if err != nil || countStage(r.Acceptance.Checks, recipe.StageBurnIn) == 0 {
 		return
 	}
-	m, err := e.store.GetMachine(ctx, sp.Machine)
+	m, err := e.machines.Get(ctx, sp.Machine)
 	if err != nil {
 		return
 	}
@@ -262,7 +262,7 @@ func (e *Engine) sampleLoad(ctx context.Context, jobID string, m *machine.Machin
 			return
 		case <-t.C:
 		}
-		j, err := e.store.GetJob(ctx, jobID)
+		j, err := e.jobs.GetJob(ctx, jobID)
 		if err != nil || j.State != store.JobRunning || j.Step != StepFirstBoot {
 			return
 		}
@@ -301,7 +301,7 @@ func (e *Engine) readBMCInventory(ctx context.Context, b BMC, m *machine.Machine
 		return
 	}
 	inv.Source, inv.Taken = "redfish", e.now()
-	if _, err := e.store.PutInventory(ctx, m.ID, inv); err != nil {
+	if _, err := e.machines.PutInventory(ctx, m.ID, inv); err != nil {
 		e.log.Warn("storing the BMC inventory", "machine", m.ID, "err", err)
 	}
 }
@@ -351,7 +351,7 @@ func (e *Engine) timeouts(r *recipe.Recipe) recipe.Timeouts {
 // Steps that wait on the machine are retried by network-booting it again.
 func (e *Engine) retryOrFail(ctx context.Context, jobID, step, reason string, retries int) {
 	e.mu.Lock()
-	j, err := e.store.UpdateJob(ctx, jobID, func(j *store.Job) error {
+	j, err := e.jobs.UpdateJob(ctx, jobID, func(j *store.Job) error {
 		if j.State != store.JobRunning || j.Step != step {
 			return errWrongStep
 		}
@@ -379,7 +379,7 @@ func (e *Engine) retryOrFail(ctx context.Context, jobID, step, reason string, re
 var errNoRetries = errors.New("no retries left")
 
 func (e *Engine) checkDeadlines(ctx context.Context) {
-	jobs, err := e.store.ListJobs(ctx, store.JobRunning)
+	jobs, err := e.jobs.ListJobs(ctx, store.JobRunning)
 	if err != nil {
 		return
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/tokenlife"
 )
 
 // Errors callers classify with errors.Is.
@@ -56,13 +57,15 @@ type Config struct {
 	// Credentials is where BMC credential references may point; an
 	// enrolment naming anything else is refused.
 	Credentials credential.Policy
-	// Secrets and Keys keep BMC credentials sealed in the store
-	// (secret:NAME references, SetSecret); nil: none are kept.
-	Secrets store.SecretStore
-	Keys    *secret.Keyring
+	// Keys seal the BMC credentials kept in the store (secret:NAME
+	// references, SetSecret); nil: none are kept.
+	Keys *secret.Keyring
 	// DialBMCAs opens a BMC session with given credentials, for password
 	// rotation; nil: RotateBMC fails.
 	DialBMCAs DialBMCAs
+	// TokenMaxTTL is the longest an operator token may live: a longer
+	// lifetime is refused, and older tokens end there (0: a year).
+	TokenMaxTTL time.Duration
 	// MaxDiscovered bounds the machines discovery keeps in state
 	// discovered (default 1000): a flood of made-up MACs on the boot
 	// network cannot fill the store.
@@ -79,8 +82,10 @@ type Service struct {
 	sec     *secrets
 	dialAs  DialBMCAs
 	rotMu   sync.Mutex // one BMC password rotation at a time
-	log     *slog.Logger
-	now     func() time.Time
+	// tokenLife bounds operator tokens' lifetimes.
+	tokenLife tokenlife.Policy
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 // New builds a Service; Store and Recipes are required.
@@ -92,10 +97,11 @@ func New(cfg Config) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Secrets != nil && cfg.Keys != nil {
-		s.sec = &secrets{store: cfg.Secrets, keys: cfg.Keys}
+	if cfg.Keys != nil {
+		s.sec = &secrets{store: cfg.Store, keys: cfg.Keys}
 	}
 	s.dialAs = cfg.DialBMCAs
+	s.tokenLife = tokenlife.Policy{Default: DefaultTokenTTL, Max: cfg.TokenMaxTTL}
 	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
 	if s.now == nil {
 		s.now = time.Now
@@ -112,7 +118,9 @@ func invalid(format string, args ...any) error {
 
 // event appends one event; a failure is logged, never hidden from the log.
 func (s *Service) event(ctx context.Context, ev machine.Event) {
-	ev.Time = s.now()
+	if ev.Time.IsZero() {
+		ev.Time = s.now()
+	}
 	if _, err := s.store.AppendEvent(ctx, ev); err != nil {
 		s.log.Error("recording event", "machine", ev.Machine, "kind", ev.Kind, "err", err)
 	}

@@ -273,7 +273,7 @@ func TestRunRefresh(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.UpdateMachine(ctx, "ready-1", func(m *machine.Machine) error { m.State = machine.StateReady; return nil }); err != nil {
+	if _, err := st.ChangeMachine(ctx, "ready-1", store.Change{Edit: store.Edit(func(m *machine.Machine) error { m.State = machine.StateReady; return nil })}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

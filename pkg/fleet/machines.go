@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -31,11 +30,10 @@ func (s *Service) Enroll(ctx context.Context, m machine.Machine, actor string) (
 	}
 	m.State = machine.StateEnrolled
 	m.Created, m.Updated = s.now(), s.now()
-	if err := s.store.CreateMachine(ctx, &m); err != nil {
+	ev := machine.Event{Time: s.now(), Actor: actor, Kind: "enrolled", To: m.State, Message: "enrolled" + recipeNote(m.Recipe)}
+	if err := s.store.CreateMachine(ctx, &m, ev); err != nil {
 		return nil, fmt.Errorf("enrolling %s: %w", m.Name, err)
 	}
-	s.event(ctx, machine.Event{Machine: m.ID, Actor: actor, Kind: "enrolled", To: m.State,
-		Message: "enrolled" + recipeNote(m.Recipe)})
 	return &m, nil
 }
 
@@ -77,24 +75,19 @@ func (s *Service) SetRecipe(ctx context.Context, idOrName, recipeName, actor str
 	if err := s.busy(ctx, m, "setting the recipe of"); err != nil {
 		return nil, err
 	}
-	old := m.Recipe
-	set := func(x *machine.Machine) error {
+	c, err := s.store.ChangeMachine(ctx, m.ID, store.Change{Rev: rev, Edit: func(x *machine.Machine) ([]machine.Event, error) {
+		old := x.Recipe
 		x.Recipe, x.Updated = recipeName, s.now()
-		return nil
-	}
-	if rev == 0 {
-		m, err = s.store.UpdateMachine(ctx, m.ID, set)
-	} else {
-		m, _, err = s.store.UpdateMachineRev(ctx, m.ID, rev, set)
-	}
+		if old == recipeName {
+			return nil, nil
+		}
+		return []machine.Event{{Time: s.now(), Actor: actor, Kind: "recipe",
+			Message: fmt.Sprintf("recipe %s -> %s", orNone(old), orNone(recipeName)), Fields: map[string]string{"from": old, "to": recipeName}}}, nil
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("setting the recipe of %s: %w", idOrName, err)
 	}
-	if old != recipeName {
-		s.event(ctx, machine.Event{Machine: m.ID, Actor: actor, Kind: "recipe",
-			Message: fmt.Sprintf("recipe %s -> %s", orNone(old), orNone(recipeName)), Fields: map[string]string{"from": old, "to": recipeName}})
-	}
-	return m, nil
+	return &c.Machine, nil
 }
 
 // Revision is a machine's current revision (the API's ETag).
@@ -147,11 +140,11 @@ func (s *Service) Discover(ctx context.Context, mac, arch, actor string) (*machi
 	id := "mac-" + strings.ReplaceAll(norm, ":", "")
 	m := &machine.Machine{ID: id, Name: id, MACs: []string{norm}, Arch: arch, State: machine.StateDiscovered,
 		Created: s.now(), Updated: s.now()}
-	if err := s.store.CreateMachine(ctx, m); err != nil {
+	ev := machine.Event{Time: s.now(), Actor: actor, Kind: "discovered", To: m.State,
+		Message: fmt.Sprintf("first seen on the wire: MAC %s, arch %s", norm, orNone(arch))}
+	if err := s.store.CreateMachine(ctx, m, ev); err != nil {
 		return nil, fmt.Errorf("discovering %s: %w", norm, err)
 	}
-	s.event(ctx, machine.Event{Machine: m.ID, Actor: actor, Kind: "discovered", To: m.State,
-		Message: fmt.Sprintf("first seen on the wire: MAC %s, arch %s", norm, orNone(arch))})
 	return m, nil
 }
 
@@ -202,11 +195,11 @@ func checkNew(m *machine.Machine) error {
 // normalizeMAC accepts a 6-byte Ethernet MAC only (net.ParseMAC also takes
 // 8- and 20-byte hardware addresses, which no boot NIC has).
 func normalizeMAC(mac string) (string, error) {
-	hw, err := net.ParseMAC(strings.TrimSpace(mac))
-	if err != nil || len(hw) != 6 {
-		return "", invalid("MAC %q: expected six hex bytes like 52:54:00:12:34:56", mac)
+	n, err := machine.NormalizeMAC(mac)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return hw.String(), nil
+	return n, nil
 }
 
 // CheckName accepts DNS-style names (RFC 1123): lower-case letters, digits,
@@ -223,17 +216,16 @@ func CheckName(name string) error {
 // SetDrillCandidate marks (on) or unmarks a machine as one a restore drill
 // may wipe; the change is an event naming the actor.
 func (s *Service) SetDrillCandidate(ctx context.Context, idOrName string, on bool, actor string) (*machine.Machine, error) {
-	m, err := s.store.UpdateMachine(ctx, idOrName, func(x *machine.Machine) error {
-		x.DrillCandidate, x.Updated = on, s.now()
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("marking %s as a drill candidate: %w", idOrName, err)
-	}
 	msg := "drill candidate: a restore drill may wipe this machine"
 	if !on {
 		msg = "no longer a drill candidate"
 	}
-	s.event(ctx, machine.Event{Machine: m.ID, Actor: actor, Kind: "drill", Message: msg})
-	return m, nil
+	c, err := s.store.ChangeMachine(ctx, idOrName, store.Change{Edit: func(x *machine.Machine) ([]machine.Event, error) {
+		x.DrillCandidate, x.Updated = on, s.now()
+		return []machine.Event{{Time: s.now(), Actor: actor, Kind: "drill", Message: msg}}, nil
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("marking %s as a drill candidate: %w", idOrName, err)
+	}
+	return &c.Machine, nil
 }

@@ -204,27 +204,40 @@ func (s *Service) RunRotation(ctx context.Context, every time.Duration) error {
 		<-ctx.Done()
 		return nil
 	}
-	tick := time.NewTicker(min(time.Hour, every))
-	defer tick.Stop()
 	for {
-		infos, err := s.Secrets(ctx)
-		if err != nil {
-			s.log.Warn("scheduled BMC rotation: listing secrets", "err", err)
-		}
-		for _, in := range infos {
-			if len(in.UsedBy) != 1 || s.now().Sub(in.Updated) < every {
-				continue
-			}
-			if _, err := s.RotateBMC(ctx, in.UsedBy[0], "schedule"); err != nil && !errors.Is(err, ErrBusy) {
-				s.log.Warn("scheduled BMC rotation failed", "machine", in.UsedBy[0], "err", err)
-			}
-		}
+		wait := s.rotateDue(ctx, every)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 	}
+}
+
+// rotateDue rotates every secret used by one machine whose age reached
+// every, and says how long until the next one is due (at most an hour, at
+// least a second): a secret rotated just after a round is rotated at its
+// own time, not a round later.
+func (s *Service) rotateDue(ctx context.Context, every time.Duration) time.Duration {
+	infos, err := s.Secrets(ctx)
+	if err != nil {
+		s.log.Warn("scheduled BMC rotation: listing secrets", "err", err)
+		return min(time.Hour, every)
+	}
+	next := min(time.Hour, every)
+	for _, in := range infos {
+		if len(in.UsedBy) != 1 {
+			continue
+		}
+		if age := s.now().Sub(in.Updated); age < every {
+			next = min(next, every-age)
+			continue
+		}
+		if _, err := s.RotateBMC(ctx, in.UsedBy[0], "schedule"); err != nil && !errors.Is(err, ErrBusy) {
+			s.log.Warn("scheduled BMC rotation failed", "machine", in.UsedBy[0], "err", err)
+		}
+	}
+	return max(next, time.Second)
 }
 
 // bmcCredential is a secret holding a BMC login.

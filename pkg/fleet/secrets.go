@@ -201,18 +201,14 @@ func nonNil(s []string) []string {
 }
 
 // Backup writes a consistent copy of the store to w while the server runs
-// (pkg/store.Backuper). Before the first byte it calls header with the ID
+// (store.Maintainer). Before the first byte it calls header with the ID
 // of the secret key the copy's sealed secrets need ("" without secrets):
 // the key itself is never in a backup. Key rotation waits meanwhile.
 func (s *Service) Backup(ctx context.Context, w io.Writer, header func(keyID string)) (int64, error) {
-	b, ok := s.store.(store.Backuper)
-	if !ok {
-		return 0, fmt.Errorf("%w: this store cannot be backed up online", ErrInvalid)
-	}
 	s.lockKey()
 	defer s.unlockKey()
 	header(s.keyIDLocked())
-	return b.Backup(ctx, w)
+	return s.store.Backup(ctx, w)
 }
 
 // lockKey holds key rotation still (a backup's secrets then match the key

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/tokenlife"
 )
 
 // Operator token scopes: an operator token may do everything the API
@@ -34,8 +35,13 @@ func NewSecret(prefix string) string {
 }
 
 // CreateToken stores a new operator token and returns its secret, which is
-// shown once and never stored (only its hash is). ttl 0: DefaultTokenTTL.
+// shown once and never stored (only its hash is). ttl 0: DefaultTokenTTL;
+// at most a year (tokenlife.DefaultMax).
 func CreateToken(ctx context.Context, s store.Store, name, scope string, ttl time.Duration, now time.Time) (string, store.Token, error) {
+	return createToken(ctx, s, tokenlife.Policy{Default: DefaultTokenTTL}, name, scope, ttl, now)
+}
+
+func createToken(ctx context.Context, s store.Store, life tokenlife.Policy, name, scope string, ttl time.Duration, now time.Time) (string, store.Token, error) {
 	if err := CheckName(name); err != nil {
 		return "", store.Token{}, fmt.Errorf("token name: %w", err)
 	}
@@ -45,11 +51,9 @@ func CreateToken(ctx context.Context, s store.Store, name, scope string, ttl tim
 	if !ValidScope(scope) {
 		return "", store.Token{}, invalid("scope %q: expected %s or %s", scope, ScopeOperator, ScopeReadOnly)
 	}
-	if ttl < 0 {
-		return "", store.Token{}, invalid("ttl %s: expected a positive lifetime, or 0 for the default %s", ttl, DefaultTokenTTL)
-	}
-	if ttl == 0 {
-		ttl = DefaultTokenTTL
+	ttl, err := life.Lifetime(ttl)
+	if err != nil {
+		return "", store.Token{}, invalid("%v", err)
 	}
 	secret := NewSecret("ingot_")
 	h := agentauth.Hash(secret)
@@ -62,7 +66,7 @@ func CreateToken(ctx context.Context, s store.Store, name, scope string, ttl tim
 
 // CreateToken is CreateToken on the service's store, logged with its actor.
 func (s *Service) CreateToken(ctx context.Context, name, scope string, ttl time.Duration, actor string) (string, store.Token, error) {
-	secret, t, err := CreateToken(ctx, s.store, name, scope, ttl, s.now())
+	secret, t, err := createToken(ctx, s.store, s.tokenLife, name, scope, ttl, s.now())
 	if err == nil {
 		s.log.Info("token created", "token", t.ID, "name", t.Name, "scope", t.Scope, "actor", actor)
 	}
@@ -114,7 +118,7 @@ func (s *Service) SweepTokens(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, t := range all {
-		if ValidScope(t.Scope) && !t.Expires.IsZero() && s.now().After(t.Expires) {
+		if ValidScope(t.Scope) && s.tokenLife.Ended(t.Created, t.Expires, s.now()) {
 			if err := s.store.DeleteToken(ctx, t.Hash); err != nil {
 				return n, fmt.Errorf("sweeping expired token %s: %w", t.ID, err)
 			}

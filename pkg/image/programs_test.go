@@ -6,12 +6,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 func TestProgramFiles(t *testing.T) {
+	netnstest.NeedPrograms(t, "iperf3")
 	path, err := exec.LookPath("iperf3")
 	if err != nil {
-		t.Skip("iperf3 is not installed (make deps)")
+		t.Fatal(err)
 	}
 	files, err := ProgramFiles("iperf3")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/uki"
 	"github.com/ingot-dev/ingot/pkg/uki/ukitest"
 )
@@ -20,9 +21,7 @@ import (
 // sections, stamped with SOURCE_DATE_EPOCH, the same bytes every build; a
 // kernel of another architecture is refused.
 func TestUKIARM64(t *testing.T) {
-	if _, err := os.Stat(uki.EFIStubARM64); err != nil {
-		t.Skipf("no aarch64 stub (apt-get install systemd-boot-efi:arm64): %v", err)
-	}
+	netnstest.NeedFiles(t, "the aarch64 stub: apt-get install systemd-boot-efi:arm64", uki.EFIStubARM64)
 	dir := t.TempDir()
 	kernel := func(machineType uint16) string {
 		b := ukitest.MinimalStub()

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 func testArchive(t *testing.T) *Archive {
@@ -111,9 +113,7 @@ func TestReproducible(t *testing.T) {
 
 // TestRealCpioLists checks the archive with GNU cpio, the reference reader.
 func TestRealCpioLists(t *testing.T) {
-	if _, err := exec.LookPath("cpio"); err != nil {
-		t.Skip("cpio not installed (apt-get install cpio)")
-	}
+	netnstest.NeedPrograms(t, "cpio")
 	var b bytes.Buffer
 	if err := testArchive(t).WriteTo(&b, 0); err != nil {
 		t.Fatal(err)

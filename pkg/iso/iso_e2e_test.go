@@ -23,14 +23,7 @@ import (
 // in a panic; the test stops QEMU once the kernel shows its command line.
 func TestE2EBootCD(t *testing.T) {
 	needTools(t)
-	for _, p := range []string{"qemu-system-x86_64", "apt-get", "dpkg"} {
-		if _, err := exec.LookPath(p); err != nil {
-			if netnstest.RequireAll() {
-				t.Fatalf("needs %s (required in CI)", p)
-			}
-			t.Skipf("needs %s on PATH", p)
-		}
-	}
+	netnstest.NeedPrograms(t, "qemu-system-x86_64", "apt-get", "dpkg")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	k, err := initramfs.FetchKernel(ctx, initramfs.CacheDir(os.Getenv), "auto")

@@ -17,12 +17,7 @@ import (
 // needTools skips (fails in CI) where the build tools are missing.
 func needTools(t *testing.T) {
 	t.Helper()
-	if err := iso.Check(); err != nil {
-		if netnstest.RequireAll() {
-			t.Fatalf("%v (required in CI; run 'make deps' as root)", err)
-		}
-		t.Skip(err)
-	}
+	netnstest.NeedNoError(t, "building CDs", iso.Check())
 }
 
 // fakeBoot writes a kernel and an initrd: any bytes do for the layout

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // fakeKO returns a minimal relocatable x86-64 ELF whose only content is a
@@ -178,7 +180,7 @@ func TestResolveRealKernel(t *testing.T) {
 		// lab's): take this one's, whose vmlinuz ends in -amd64 here.
 		m, _ := filepath.Glob("/var/cache/ingot/kernel/*/root/boot/vmlinuz-*-" + runtime.GOARCH)
 		if len(m) == 0 {
-			t.Skip("no unpacked kernel package: set INGOT_KERNEL_DIR or run `ingot initramfs build --kernel-deb auto` first")
+			netnstest.Optional(t, "INGOT_KERNEL_DIR", "an unpacked kernel package (or run `ingot initramfs build --kernel-deb auto` first, which leaves one in /var/cache/ingot/kernel)")
 		}
 		root = filepath.Dir(filepath.Dir(m[len(m)-1]))
 	}

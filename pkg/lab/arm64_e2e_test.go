@@ -27,11 +27,7 @@ import (
 // test-e2e-long`, never `make test`.
 func TestE2ELabARM64(t *testing.T) {
 	netnstest.Need(t, "qemu-system-aarch64")
-	for _, f := range []string{"/usr/share/AAVMF/AAVMF_CODE.fd", uki.EFIStubARM64} {
-		if _, err := os.Stat(f); err != nil {
-			t.Skipf("%v (make deps: qemu-efi-aarch64, systemd-boot-efi:arm64)", err)
-		}
-	}
+	netnstest.NeedFiles(t, "make deps: qemu-efi-aarch64, systemd-boot-efi:arm64", "/usr/share/AAVMF/AAVMF_CODE.fd", uki.EFIStubARM64)
 	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
 	defer cancel()

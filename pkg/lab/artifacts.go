@@ -33,21 +33,11 @@ func cacheDir(cfg Config) string { return initramfs.CacheDir(cfg.Getenv) }
 // the image build by a digest of its definition.
 func buildArtifacts(ctx context.Context, cfg Config, imageName, arch, agent string) (*Pins, error) {
 	cache := cacheDir(cfg)
-	k, err := initramfs.FetchKernelFor(ctx, cache, "auto", arch)
-	if err != nil {
-		return nil, fmt.Errorf("lab kernel: %w", err)
-	}
-	// The same drivers on arm64: Debian builds each of them as a module
-	// there too (virtio_pci, virtio_net, virtio_blk, ...).
-	spec := initramfs.Spec{Agent: agent, Modules: initramfs.DefaultModules}
-	key, err := initramfs.InputsKey(k, spec)
+	out, err := AgentBoot(ctx, cache, arch, agent)
 	if err != nil {
 		return nil, err
 	}
-	out, err := initramfs.BuildKernelAndInitrd(ctx, k, spec, filepath.Join(cache, "initramfs", key[:16]))
-	if err != nil {
-		return nil, fmt.Errorf("lab initramfs: %w", err)
-	}
+	k := out.Kernel
 	is, err := image.Load(filepath.Join(cfg.RepoRoot, "images", imageName))
 	if err != nil {
 		return nil, err
@@ -70,4 +60,28 @@ func orAMD64(arch string) string {
 		return "amd64"
 	}
 	return arch
+}
+
+// AgentBoot builds (or reuses from cache, the folder initramfs.CacheDir
+// names) the agent kernel and initramfs the lab boots, for arch "" (x86-64)
+// or "arm64", with agent as /init: the same files `make lab` builds, keyed
+// by a digest of their inputs, so every lab, end-to-end test and boot storm
+// on a machine shares one build.
+func AgentBoot(ctx context.Context, cache, arch, agent string) (*initramfs.Output, error) {
+	k, err := initramfs.FetchKernelFor(ctx, cache, "auto", arch)
+	if err != nil {
+		return nil, fmt.Errorf("lab kernel: %w", err)
+	}
+	// The same drivers on arm64: Debian builds each of them as a module
+	// there too (virtio_pci, virtio_net, virtio_blk, ...).
+	spec := initramfs.Spec{Agent: agent, Modules: initramfs.DefaultModules}
+	key, err := initramfs.InputsKey(k, spec)
+	if err != nil {
+		return nil, err
+	}
+	out, err := initramfs.BuildKernelAndInitrd(ctx, k, spec, filepath.Join(cache, "initramfs", key[:16]))
+	if err != nil {
+		return nil, fmt.Errorf("lab initramfs: %w", err)
+	}
+	return out, nil
 }

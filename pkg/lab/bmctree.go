@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // writeBMCTree writes the Redfish tree a lab machine's virtual BMC serves:
@@ -97,7 +99,7 @@ func writeBMCTree(dir, name string, memMiB int) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(d, "index.json"), b, 0o644); err != nil {
+		if err := durable.WriteFile(filepath.Join(d, "index.json"), b, 0o644); err != nil {
 			return fmt.Errorf("writing the lab BMC tree: %w", err)
 		}
 	}

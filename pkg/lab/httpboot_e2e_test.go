@@ -26,9 +26,7 @@ func TestE2ELabUEFIHTTP(t *testing.T) { uefiHTTP(t, "") }
 
 func uefiHTTP(t *testing.T, siteDHCP string) {
 	netnstest.Need(t, "qemu-system-x86_64", "busybox")
-	if _, err := os.Stat(uki.EFIStub); err != nil {
-		t.Skipf("no EFI stub for the agent UKI (apt-get install systemd-boot-efi): %v", err)
-	}
+	netnstest.NeedFiles(t, "the agent UKI's EFI stub: apt-get install systemd-boot-efi", uki.EFIStub)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	l := upLab(t, ctx, lab.Config{Prefix: "ingot-http", VMs: []lab.VMSpec{{Firmware: "uefi", FirmwareHTTP: true}}, SiteDHCP: siteDHCP})
@@ -57,7 +55,7 @@ func uefiHTTP(t *testing.T, siteDHCP string) {
 		}
 		requireReady(t, ctx, l, res[0])
 		t.Logf("%s: %s", step, res[0].Restore())
-		took[step] = res[0].Status.Restore
+		took[step] = res[0].Status.Restore()
 		if ukiFetches() <= before {
 			t.Errorf("%s: serve.log shows no agent UKI sent to %s's firmware", step, vm.MAC)
 		}

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/client"
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/netns"
 )
 
@@ -327,7 +327,9 @@ func (l *Lab) save() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(l.cfg.Dir, stateFile), b, 0o600)
+	// Readers in other processes (the virtual BMCs, status) must never
+	// see it half-written: a temporary file renamed over it.
+	return durable.WriteFile(filepath.Join(l.cfg.Dir, stateFile), b, 0o600)
 }
 
 // Open attaches to a lab that `ingot lab up` left running.
@@ -357,16 +359,8 @@ func nsHTTPClient(ns *netns.NS, caFile string) *http.Client {
 		pool.AppendCertsFromPEM(b)
 	}
 	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := ns.Do(func() (err error) {
-				var d net.Dialer
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		DialContext:         ns.DialContext,
 		MaxIdleConnsPerHost: 4,
 	}
 	return &http.Client{Transport: tr, Timeout: 60 * time.Second}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
-	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
@@ -135,7 +134,7 @@ func TestE2ELab(t *testing.T) {
 		for _, r := range res {
 			requireReady(t, ctx, l, r)
 			t.Logf("%s (kexec): %s", r.Machine, r.Restore())
-			took[r.Machine] = r.Status.Restore
+			took[r.Machine] = r.Status.Restore()
 		}
 		// The recipe's hand-off is kexec: each VM jumped into the installed
 		// kernel (no reboot, no POST; the engine power-cycled nothing).
@@ -160,7 +159,7 @@ func TestE2ELab(t *testing.T) {
 			t.Errorf("%s: %d kexecs since the reimages began, want 3 (the hand-off, then warm: into the agent and into the new OS)", vm.Name, kexecs(vm)-before[vm.Name])
 		}
 		t.Logf("%s (warm): %s", vm.Name, res[0].Restore())
-		t.Logf("time to restore %s: kexec %s, warm %s", vm.Name, took[vm.Name].Round(time.Second), res[0].Status.Restore.Round(time.Second))
+		t.Logf("time to restore %s: kexec %s, warm %s", vm.Name, took[vm.Name].Round(time.Second), res[0].Status.Restore().Round(time.Second))
 	})
 
 	t.Run("forged agent refused", func(t *testing.T) {
@@ -178,8 +177,7 @@ func TestE2ELab(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := engine.StatusOf(j.Status)
-			if j.Step == engine.StepImage && st.Bytes > 0 {
+			if st := j.Reimage; j.Step == wire.StepImage && st != nil && st.Bytes > 0 {
 				t.Logf("killing ingot serve at %d of %d image bytes", st.Bytes, st.Total)
 				break
 			}
@@ -338,7 +336,7 @@ func requireBootPortAndNeighbour(t *testing.T, ctx context.Context, l *lab.Lab, 
 		if !n.Boot {
 			t.Errorf("%s: NIC %s is not marked as the boot port: %+v", vm.Name, n.Name, n)
 		}
-		if _, err := exec.LookPath("lldpd"); err == nil && (n.LLDP == nil || n.LLDP.SystemName != lab.LLDPName) {
+		if netnstest.HavePrograms(t, "lldpd") && (n.LLDP == nil || n.LLDP.SystemName != lab.LLDPName) {
 			t.Errorf("%s: NIC %s heard no LLDP from the lab bridge (want system %q): %+v", vm.Name, n.Name, lab.LLDPName, n.LLDP)
 		}
 		return
@@ -452,7 +450,7 @@ func requireDiskHoldsImage(t *testing.T, vm lab.VM, p lab.Pins) {
 			t.Fatalf("%s: disk bytes %d-%d differ from the image's (outside the root partition %d-%d)", vm.Name, r[0], r[1], start, end)
 		}
 	}
-	if _, err := exec.LookPath("debugfs"); err != nil {
+	if !netnstest.HavePrograms(t, "debugfs") {
 		return
 	}
 	requireRootLacks(t, vm, p, "/etc/ingot", "firstboot.env")

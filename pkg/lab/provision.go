@@ -9,7 +9,6 @@ import (
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/client"
-	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/machine"
 )
 
@@ -17,11 +16,11 @@ import (
 type Result struct {
 	Machine string
 	Job     wire.Job
-	Status  engine.ReimageStatus
+	Status  wire.ReimageStatus
 }
 
 // Restore is the time-to-restore line of a finished job.
-func (r Result) Restore() string { return engine.FormatPhases(r.Status) }
+func (r Result) Restore() string { return r.Status.RestoreLine() }
 
 // Client is the operator API client of the lab's server, dialling inside
 // the lab's namespace with the lab's token: the lab drives ingot as an
@@ -98,9 +97,9 @@ func (l *Lab) started(res []wire.ReimageResult) (map[string]string, error) {
 func (l *Lab) Follow(ctx context.Context, jobs map[string]string) ([]Result, error) {
 	last := map[string]string{}
 	ended, err := l.Client().Follow(ctx, jobs, time.Second, func(name string, j *wire.Job) {
-		st := engine.StatusOf(j.Status)
+		st := reimageStatus(j)
 		line := fmt.Sprintf("%s: %s", j.Step, j.State)
-		if st.Total > 0 && j.Step == engine.StepImage {
+		if st.Total > 0 && j.Step == wire.StepImage {
 			line += fmt.Sprintf(" %d/%d bytes", st.Bytes, st.Total)
 		}
 		if line != last[name] {
@@ -111,7 +110,7 @@ func (l *Lab) Follow(ctx context.Context, jobs map[string]string) ([]Result, err
 	var out []Result
 	for name, j := range ended {
 		if j.State != wire.JobRunning {
-			out = append(out, Result{Machine: name, Job: *j, Status: engine.StatusOf(j.Status)})
+			out = append(out, Result{Machine: name, Job: *j, Status: reimageStatus(j)})
 		}
 	}
 	return out, err
@@ -149,4 +148,12 @@ func (l *Lab) WaitConsole(ctx context.Context, vm, marker string) error {
 		}
 	}
 	return fmt.Errorf("no lab VM %s", vm)
+}
+
+// reimageStatus is a reimage job's progress (zero when it has none yet).
+func reimageStatus(j *wire.Job) wire.ReimageStatus {
+	if j.Reimage == nil {
+		return wire.ReimageStatus{}
+	}
+	return *j.Reimage
 }

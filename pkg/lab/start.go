@@ -14,10 +14,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/artifact"
+	"github.com/ingot-dev/ingot/pkg/client"
+	"github.com/ingot-dev/ingot/pkg/durable"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // start lays out the server's data, starts the BMCs and ingot serve in the
@@ -30,10 +32,7 @@ func (l *Lab) start(ctx context.Context) error {
 	if err := l.writeRecipes(); err != nil {
 		return err
 	}
-	if err := l.createToken(ctx, data); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
+	if err := durable.WriteFile(filepath.Join(l.cfg.Dir, "bmc.password"), []byte("lab-"+fleet.NewSecret("")[:12]+"\n"), 0o600); err != nil {
 		return err
 	}
 	if _, err := l.spawn("bmc", "lab", "bmc", "--dir", l.cfg.Dir); err != nil {
@@ -55,6 +54,9 @@ func (l *Lab) start(ctx context.Context) error {
 		"--discovery-cmdline", "console=ttyS0",
 		"--bmc-credentials-dir", l.cfg.Dir)...)
 	if err := l.StartServe(ctx); err != nil {
+		return err
+	}
+	if err := l.takeToken(ctx, data); err != nil {
 		return err
 	}
 	return l.enroll(ctx)
@@ -160,7 +162,7 @@ func (l *Lab) writeRecipes() error {
 		if err != nil {
 			return fmt.Errorf("pinning %s: %w", e.Name(), err)
 		}
-		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+		if err := durable.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
 			return err
 		}
 	}
@@ -203,17 +205,24 @@ func sub(m map[string]any, k string) map[string]any {
 	return v
 }
 
-func (l *Lab) createToken(ctx context.Context, data string) error {
-	s, err := store.Open(filepath.Join(data, "ingot.db"), store.Options{Timeout: 5 * time.Second})
+// takeToken makes the lab's operator token through the API, as a user
+// would, with the first token serve wrote on its first start
+// (DATA/admin.token): the lab never opens the store itself.
+func (l *Lab) takeToken(ctx context.Context, data string) error {
+	first, err := os.ReadFile(filepath.Join(data, wire.BootstrapTokenFile))
+	if err != nil {
+		return fmt.Errorf("reading the first operator token ingot serve writes on its first start: %w", err)
+	}
+	c, err := client.New(client.Config{Server: l.State.APIURL, Token: strings.TrimSpace(string(first)), HTTP: l.HTTP})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	// The first operator token is made offline, before serve holds the
-	// database, as `ingot admin token create` does.
-	secret, _, err := fleet.CreateToken(ctx, s, "lab", fleet.ScopeOperator, 0, time.Now())
-	l.State.Token = secret
-	return err
+	made, err := c.CreateToken(ctx, "lab", fleet.ScopeOperator, 0)
+	if err != nil {
+		return fmt.Errorf("making the lab's operator token: %w", err)
+	}
+	l.State.Token, l.client = made.Secret, nil
+	return l.save()
 }
 
 // enroll adds each VM through the API with its BMC.
@@ -237,7 +246,7 @@ func (l *Lab) enroll(ctx context.Context) error {
 		return err
 	}
 	cred := fmt.Sprintf("username=%s\npassword=%s\n", bmcUser, strings.TrimSpace(string(pw)))
-	return os.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
+	return durable.WriteFile(filepath.Join(l.cfg.Dir, "bmc.cred"), []byte(cred), 0o600)
 }
 
 // RewriteRecipe changes the lab's pinned recipe and restarts ingot serve so
@@ -257,7 +266,7 @@ func (l *Lab) RewriteRecipe(fn func(map[string]any)) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p, out, 0o644); err != nil {
+	if err := durable.WriteFile(p, out, 0o644); err != nil {
 		return err
 	}
 	if err := l.KillServe(); err != nil {
@@ -299,7 +308,7 @@ func (l *Lab) startLLDP() {
 		return
 	}
 	conf := filepath.Join(dir, "lldpd.conf")
-	if err := errors.Join(os.Chmod(dir, 0o755), os.WriteFile(conf, []byte(lldpdConf), 0o644)); err != nil {
+	if err := errors.Join(os.Chmod(dir, 0o755), durable.WriteFile(conf, []byte(lldpdConf), 0o644)); err != nil {
 		warn(err)
 		return
 	}

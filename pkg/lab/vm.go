@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // VM is one lab machine: a QEMU VM on the lab bridge, powered by its own
@@ -152,7 +154,7 @@ func (v *VM) prepare(diskBytes int64, dataBytes []int64) error {
 		if err != nil {
 			return fmt.Errorf("UEFI variable store (package %s): %w", pkg, err)
 		}
-		if err := os.WriteFile(v.Vars, b, 0o644); err != nil {
+		if err := durable.WriteFile(v.Vars, b, 0o644); err != nil {
 			return err
 		}
 	}

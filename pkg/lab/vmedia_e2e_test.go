@@ -45,7 +45,7 @@ func TestE2ELabVirtualMedia(t *testing.T) {
 		}
 		requireReady(t, ctx, l, res[0])
 		t.Logf("%s: %s", step, res[0].Restore())
-		took[step] = res[0].Status.Restore
+		took[step] = res[0].Status.Restore()
 		jobs = append(jobs, res[0].Job.ID)
 		// The VM booted this job's CD: the BMC started it with the CD
 		// first, and isolinux said whose CD it is.

@@ -7,6 +7,7 @@
 package machine
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -119,11 +120,23 @@ func (m *Machine) Validate() error {
 	return nil
 }
 
-// NormalizeMAC returns mac in lower-case colon form (aa:bb:cc:dd:ee:ff).
+// ErrNotEthernet is wrapped by NormalizeMAC's error for a well-formed
+// hardware address that is not 6 bytes: an EUI-64 (8) or an IPoIB address
+// (20), which net.ParseMAC takes but which no boot NIC has. A reader of
+// neighbour tables skips such entries; every other caller refuses them.
+var ErrNotEthernet = errors.New("not a 6-byte Ethernet MAC")
+
+// NormalizeMAC returns mac in lower-case colon form (aa:bb:cc:dd:ee:ff). It
+// takes the notations net.ParseMAC does (colons, dashes, dotted groups of
+// four) for 6-byte Ethernet addresses only: machines, leases, scripts and
+// credentials are keyed by them.
 func NormalizeMAC(mac string) (string, error) {
 	hw, err := net.ParseMAC(strings.TrimSpace(mac))
 	if err != nil {
 		return "", fmt.Errorf("MAC %q: expected six hex bytes like 52:54:00:12:34:56", mac)
+	}
+	if len(hw) != 6 {
+		return "", fmt.Errorf("MAC %q: %d bytes: expected six hex bytes like 52:54:00:12:34:56: %w", mac, len(hw), ErrNotEthernet)
 	}
 	return hw.String(), nil
 }

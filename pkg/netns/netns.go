@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -162,6 +163,19 @@ func (n *NS) Do(fn func() error) error {
 		errc <- fn()
 	}()
 	return <-errc
+}
+
+// DialContext opens a connection from inside the namespace (an
+// http.Transport's DialContext): the socket is made on a thread that has
+// entered it, as Do does, and is used from anywhere afterwards.
+func (n *NS) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := n.Do(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // Close kills the processes started with Start and deletes the namespace,

@@ -3,6 +3,7 @@ package recipe
 import (
 	"regexp"
 	"slices"
+	"strings"
 )
 
 // Stage says where a check runs.
@@ -35,6 +36,7 @@ type CheckSpec struct {
 type checkDef struct {
 	spec     CheckSpec
 	min, max bool
+	count    bool   // reads count (nic-link)
 	minNeeds string // an arg without which min is not read
 	args     []argRule
 }
@@ -75,6 +77,9 @@ func checkDefs() []checkDef {
 		argRule{name: "model", expect: "a model substring such as H100"})
 	gpuModel.minNeeds = "model"
 	pairwise := func(d checkDef) checkDef { d.spec.Pairwise = true; return d }
+	nicLink := agent("nic-link", UnitBitsPerSecond, true, false,
+		"every hardware.nics group with a speed has its count of ports up at that speed or faster, each port named; with min, count ports (default: the ports of hardware.nics groups at min or faster, else 1) up at min or faster")
+	nicLink.count = true
 	return []checkDef{
 		agent("gpu-count", UnitCount, true, true,
 			"the number of GPUs equals the sum of hardware.gpus counts, or lies within min and max when given"),
@@ -86,8 +91,7 @@ func checkDefs() []checkDef {
 		agent("memory-size", UnitBytes, true, true,
 			"the memory seen is at least hardware.memory.total (or min), less args.tolerance percent (default 2), and at most max",
 			argRule{name: "tolerance", pattern: `^([0-9]{1,2}(\.[0-9]+)?|100(\.0+)?)$`, expect: "a percentage from 0 to 100, e.g. 2"}),
-		agent("nic-link", UnitBitsPerSecond, true, false,
-			"every hardware.nics group with a speed has its count of ports up at that speed or faster; with min, at least one port up at min"),
+		nicLink,
 		agent("disk-present", UnitCount, true, true,
 			"every hardware.disks rule matches its count of disks (default 1); with min or max, the number of disks lies within them"),
 		agent("disk-health", UnitNone, false, false,
@@ -96,14 +100,27 @@ func checkDefs() []checkDef {
 			"NVIDIA DCGM diagnostics (dcgmi diag -r LEVEL) pass on every GPU",
 			argRule{name: "level", enum: []string{"1", "2", "3", "4"}, expect: "a dcgmi diag run level: 1, 2, 3 or 4"}),
 		burnIn("gpu-burn", UnitFlops, true,
-			"gpu-burn sustains at least min on every GPU for the burn-in duration with no errors; gpu-burn reports Gflop/s per GPU"),
+			"gpu-burn runs on every GPU of the node for the burn-in duration: no GPU FAULTY, dead or idle (0 iterations), each at least min at its best; gpu-burn reports Gflop/s per GPU"),
 		burnIn("nccl-allreduce", UnitBytesPerSecond, true,
-			"nccl-tests all_reduce_perf over every GPU reaches at least min bus bandwidth at messages of 1 GiB and more (args.size: the largest message, default 8GiB)",
+			"nccl-tests all_reduce_perf over every GPU: no wrong or out of bounds values, and every message of args.size (the largest, default 8GiB; the run goes up to it) reaches at least min bus bandwidth",
 			argRule{name: "size", pattern: sizePattern, expect: "a message size of at least 1GiB, e.g. 8GiB",
 				valid: func(v string) bool { s, err := ParseSize(v); return err == nil && s >= 1<<30 }}),
 		burnIn("nvbandwidth", UnitBytesPerSecond, true,
-			"nvbandwidth measures at least min for args.testcase (default: device-to-device memcpy)",
-			argRule{name: "testcase", pattern: `^[a-z0-9_]+$`, expect: "an nvbandwidth testcase name such as device_to_device_memcpy_read_ce"}),
+			"nvbandwidth's args.testcase (default device_to_device_memcpy_read_ce): no data-pattern miscompare, and every cell of its matrix (each GPU, or each ordered GPU pair) at least min; the slowest cell named",
+			argRule{name: "testcase", pattern: `^[a-z0-9_]+$`, expect: "an nvbandwidth bandwidth testcase such as device_to_device_memcpy_read_ce (a latency testcase measures no bandwidth)",
+				valid: func(v string) bool {
+					return regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(v) && !strings.Contains(v, "latency")
+				}}),
+		burnIn("cuda-bandwidth", UnitBytesPerSecond, true,
+			"the CUDA samples' bandwidthTest (Debian's nvidia-cuda-samples), one GPU at a time: host-to-device and device-to-host bandwidth of every GPU, pinned memory, each at least min"),
+		burnIn("cuda-p2p", UnitBytesPerSecond, true,
+			"the CUDA samples' p2pBandwidthLatencyTest: every ordered GPU pair of args.matrix (unidirectional, the default: P2P writes; unidirectional-read; bidirectional) at least min; the slowest pair named",
+			argRule{name: "matrix", enum: []string{"unidirectional", "unidirectional-read", "bidirectional"}, expect: "unidirectional, unidirectional-read or bidirectional"}),
+		burnIn("cublas-gemm", UnitFlops, true,
+			"the CUDA samples' matrixMulCUBLAS on every GPU at once, repeated for the burn-in duration: every product equals the CPU's, and each GPU at least min at its best (small matrices: a floor from a measured node, not a datasheet)"),
+		burnIn("clpeak", UnitFlops, true,
+			"clpeak (OpenCL, nvidia-opencl-icd): every NVIDIA GPU's peak rate in args.test (compute-sp, the default; compute-dp; compute-hp) at least min",
+			argRule{name: "test", enum: []string{"compute-sp", "compute-dp", "compute-hp"}, expect: "compute-sp, compute-dp or compute-hp"}),
 		burnIn("stress-ng", UnitNone, false,
 			"stress-ng loads CPUs and memory for the burn-in duration without errors"),
 		burnIn("fio", UnitBytesPerSecond, true,

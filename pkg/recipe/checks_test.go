@@ -43,6 +43,7 @@ func TestCheckRegistry(t *testing.T) {
 		"nic-link": UnitBitsPerSecond, "disk-present": UnitCount, "disk-health": UnitNone,
 		"dcgm-diag": UnitNone, "gpu-burn": UnitFlops, "nccl-allreduce": UnitBytesPerSecond, "nvbandwidth": UnitBytesPerSecond,
 		"stress-ng": UnitNone, "fio": UnitBytesPerSecond, "iperf3": UnitBitsPerSecond, "ib-write-bw": UnitBitsPerSecond,
+		"cuda-bandwidth": UnitBytesPerSecond, "cuda-p2p": UnitBytesPerSecond, "cublas-gemm": UnitFlops, "clpeak": UnitFlops,
 	}
 	for name, u := range want {
 		if s, ok := LookupCheck(name); !ok || s.Unit != u {
@@ -70,17 +71,25 @@ func TestCheckLint(t *testing.T) {
 		"optional burn-in check": {"    - {name: ib-write-bw, min: 380Gbps, optional: true}\n", ""},
 		"all agent checks clean": {"    - {name: gpu-count, min: 8, max: 8}\n    - {name: gpu-model, min: 4, args: {model: H100}}\n" +
 			"    - {name: pcie-link, min: 5, args: {width: '16', idle-downtrain: ok}}\n    - {name: memory-size, min: 2TiB, max: 4TiB, args: {tolerance: '2.5'}}\n" +
-			"    - {name: nic-link, min: 400Gbps}\n    - {name: disk-present, min: 2}\n    - {name: disk-health}\n", ""},
+			"    - {name: nic-link, min: 400Gbps, count: 8}\n    - {name: disk-present, min: 2}\n    - {name: disk-health}\n", ""},
 		"all burn-in checks clean": {"    - {name: dcgm-diag, args: {level: '3'}}\n    - {name: gpu-burn, min: 50000Gflop/s}\n" +
 			"    - {name: nccl-allreduce, min: 350GB/s, args: {size: 8GiB}}\n    - {name: nvbandwidth, min: 20GiB/s, args: {testcase: device_to_device_memcpy_read_ce}}\n" +
-			"    - {name: stress-ng}\n    - {name: fio, min: 3GB/s}\n    - {name: iperf3, min: 90Gbps}\n", ""},
-		"min above max":        {"    - {name: memory-size, min: 4TiB, max: 2TiB}\n", "expected max >= min (4TiB), found 2TiB"},
-		"fractional count":     {"    - {name: gpu-count, min: 7.5}\n", "expected a whole number (a count), found 7.5"},
-		"gpu-model min alone":  {"    - {name: gpu-model, min: 4}\n", "gpu-model reads min only with args.model"},
-		"threshold-less check": {"    - {name: dcgm-diag, min: 1}\n", "dcgm-diag reads no min or max; remove min"},
-		"tolerance range":      {"    - {name: memory-size, args: {tolerance: '150'}}\n", `expected a percentage from 0 to 100, e.g. 2, found "150"`},
-		"arg typo":             {"    - {name: pcie-link, args: {widht: '16'}}\n", `(did you mean "width"?)`},
-		"empty name":           {"    - {name: ''}\n", "expected a check name such as gpu-count"},
+			"    - {name: stress-ng}\n    - {name: fio, min: 3GB/s}\n    - {name: iperf3, min: 90Gbps}\n" +
+			"    - {name: cuda-bandwidth, min: 20GB/s}\n    - {name: cuda-p2p, min: 20GB/s, args: {matrix: bidirectional}}\n" +
+			"    - {name: cublas-gemm, min: 5Tflop/s}\n    - {name: clpeak, min: 80Tflop/s, args: {test: compute-sp}}\n", ""},
+		"count on another check":   {"    - {name: gpu-count, min: 8, count: 8}\n", "gpu-count reads no count; remove count"},
+		"count without min":        {"    - {name: nic-link, count: 8}\n", "count says how many ports must be up at min: add min"},
+		"count of zero":            {"    - {name: nic-link, min: 400Gbps, count: 0}\n", "expected a port count of at least 1, found 0"},
+		"nvbandwidth latency":      {"    - {name: nvbandwidth, min: 1GB/s, args: {testcase: device_to_device_latency_sm}}\n", "a latency testcase measures no bandwidth"},
+		"cuda-p2p disabled matrix": {"    - {name: cuda-p2p, min: 1GB/s, args: {matrix: bidirectional-disabled}}\n", "expected unidirectional, unidirectional-read or bidirectional"},
+		"clpeak integer test":      {"    - {name: clpeak, min: 1Tflop/s, args: {test: compute-integer}}\n", "expected compute-sp, compute-dp or compute-hp"},
+		"min above max":            {"    - {name: memory-size, min: 4TiB, max: 2TiB}\n", "expected max >= min (4TiB), found 2TiB"},
+		"fractional count":         {"    - {name: gpu-count, min: 7.5}\n", "expected a whole number (a count), found 7.5"},
+		"gpu-model min alone":      {"    - {name: gpu-model, min: 4}\n", "gpu-model reads min only with args.model"},
+		"threshold-less check":     {"    - {name: dcgm-diag, min: 1}\n", "dcgm-diag reads no min or max; remove min"},
+		"tolerance range":          {"    - {name: memory-size, args: {tolerance: '150'}}\n", `expected a percentage from 0 to 100, e.g. 2, found "150"`},
+		"arg typo":                 {"    - {name: pcie-link, args: {widht: '16'}}\n", `(did you mean "width"?)`},
+		"empty name":               {"    - {name: ''}\n", "expected a check name such as gpu-count"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, diags := Parse("x.yaml", []byte(head+tc.checks))
@@ -118,10 +127,11 @@ func TestTemplate(t *testing.T) {
 }
 
 func TestFirmwarePolicy(t *testing.T) {
-	f := Firmware{GPU: "96.00.74.00.01", Other: map[string]string{"cpld": "1.0.4"},
+	f := Firmware{GPU: Pin{Version: "96.00.74.00.01"}, BMC: Pin{Version: "7.1", Policy: FirmwareUpdate},
+		Other:  map[string]Pin{"cpld": {Version: "1.0.4"}},
 		Policy: map[string]FirmwareAction{"gpu": FirmwareWarn, "other.cpld": FirmwareWarn, "bios": FirmwareBlock}}
 	for c, want := range map[string]FirmwareAction{"gpu": FirmwareWarn, "other.cpld": FirmwareWarn, "bios": FirmwareBlock,
-		"bmc": FirmwareBlock, "other.hgx": FirmwareBlock} {
+		"bmc": FirmwareUpdate, "nic": FirmwareBlock, "other.hgx": FirmwareBlock} {
 		if got := f.Action(c); got != want {
 			t.Errorf("Action(%s) = %s, want %s", c, got, want)
 		}

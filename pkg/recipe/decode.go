@@ -27,6 +27,7 @@ var (
 	typeQuantity = reflect.TypeFor[Quantity]()
 
 	typeFirmwareAction = reflect.TypeFor[FirmwareAction]()
+	typePin            = reflect.TypeFor[Pin]()
 )
 
 // parseYAML reads one YAML document and returns its root node (nil when
@@ -138,6 +139,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.decodeValue(n, v, path)
 	case t == typeQuantity:
 		d.decodeQuantity(n, v, path)
+	case t == typePin && n.Kind != yaml.MappingNode:
+		d.decodePin(n, v, path)
 	case t.Kind() == reflect.Pointer:
 		if isNull {
 			return
@@ -436,4 +439,23 @@ func (d *decoder) decodeQuantity(n *yaml.Node, v reflect.Value, path string) {
 		}
 	}
 	d.mismatch(n, v.Type(), path)
+}
+
+// decodePin reads the string form of a firmware pin (`bios: 1.7.2`): the
+// version alone. The mapping form is an ordinary struct.
+func (d *decoder) decodePin(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		v.Set(reflect.ValueOf(Pin{Version: n.Value}))
+		d.positions[join(path, "version")] = d.posOf(n)
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return
+	}
+	delete(d.positions, path)
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+		d.errorf(d.posOf(n), path, "expected a version string or a pin mapping, found number %s (quote it if it is a version: %q)", n.Value, n.Value)
+		return
+	}
+	d.errorf(d.posOf(n), path, "expected a version string or a pin mapping (version, package, apply_time, policy, allow_downgrade, component), found %s", describe(n))
 }

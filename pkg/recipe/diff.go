@@ -246,8 +246,8 @@ func describeChange(kind, path, old, new string) string {
 		return describeKeyed("BIOS", "BIOS attribute", attrName(path, "bios.attributes"), kind, old, new)
 	case strings.HasPrefix(path, "drivers"):
 		return describeKeyed("driver", "driver pin", attrName(path, "drivers"), kind, old, new)
-	case strings.HasPrefix(path, "firmware.other"):
-		return describeKeyed("firmware", "firmware pin", attrName(path, "firmware.other"), kind, old, new)
+	case strings.HasPrefix(path, "firmware.") && !strings.HasPrefix(path, "firmware.policy"):
+		return describePin(path, kind, old, new)
 	}
 	label, ok := fieldLabel(generic)
 	if !ok {
@@ -265,6 +265,40 @@ func describeChange(kind, path, old, new string) string {
 		if strings.HasSuffix(path, "]") {
 			return fmt.Sprintf("removed %s: %s", path, old)
 		}
+		return fmt.Sprintf("removed %s (was %s)", label, old)
+	}
+	return fmt.Sprintf("%s %s -> %s", label, old, new)
+}
+
+// describePin writes a change of a firmware pin's field: "BIOS firmware
+// 1.7.2 -> 1.8.0", "GPU firmware policy block -> update", "added firmware
+// pin cpld = 1.0.4".
+func describePin(path, kind, old, new string) string {
+	rest := strings.TrimPrefix(path, "firmware.")
+	var key, field string
+	if o, ok := strings.CutPrefix(rest, "other"); ok {
+		i := strings.LastIndex(o, ".")
+		if i < 0 {
+			return path + " " + kind
+		}
+		key, field = attrName(o[:i], ""), o[i+1:]
+	} else {
+		key, field, _ = strings.Cut(rest, ".")
+	}
+	label := map[string]string{"bios": "BIOS firmware", "bmc": "BMC firmware", "gpu": "GPU firmware", "nic": "NIC firmware"}[key]
+	if label == "" {
+		label = "firmware pin " + key
+	}
+	if field != "version" {
+		label += " " + strings.ReplaceAll(field, "_", " ")
+	}
+	if field == "package" {
+		old, new = short(old), short(new)
+	}
+	switch kind {
+	case ChangeAdded:
+		return fmt.Sprintf("added %s = %s", label, new)
+	case ChangeRemoved:
 		return fmt.Sprintf("removed %s (was %s)", label, old)
 	}
 	return fmt.Sprintf("%s %s -> %s", label, old, new)
@@ -333,10 +367,6 @@ func fieldLabel(generic string) (string, bool) {
 		"hardware.psus.count":               "PSU count",
 		"hardware.psus.rated_watts":         "PSU rated watts",
 		"hardware.psus.redundancy":          "PSU redundancy",
-		"firmware.bios":                     "BIOS firmware",
-		"firmware.bmc":                      "BMC firmware",
-		"firmware.gpu":                      "GPU firmware",
-		"firmware.nic":                      "NIC firmware",
 		"bios.boot_mode":                    "boot mode",
 		"os.image.name":                     "image",
 		"os.image.format":                   "image format",

@@ -31,6 +31,11 @@ func TestDiffSets(t *testing.T) {
 		"base: driver nvidia: 535.129.03 -> 535.309.01",
 		"train: burn-in duration 2h -> 4h",
 		"train: cloud-init user-data changed",
+		"train: BIOS firmware 1.7.2 -> 1.8.0",
+		"train: added BIOS firmware package = 9f86d081…",
+		"train: added BIOS firmware policy = update",
+		"train: removed firmware pin cpld (was 1.0.4)",
+		"train: added firmware pin hgx-baseboard apply time = ac-cycle",
 		"infer: recipe added",
 		"retired: recipe removed",
 	} {

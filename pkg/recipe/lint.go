@@ -129,7 +129,7 @@ func (l *linter) lint(r *Recipe) {
 	l.tagChecks(reflect.ValueOf(r).Elem(), "")
 	l.identity(r)
 	l.hardware(&r.Hardware)
-	l.firmware(&r.Firmware)
+	l.firmware(r)
 	l.drivers(r.Drivers)
 	l.os(r)
 	l.network(&r.Network)

@@ -75,6 +75,7 @@ func (l *linter) check(p string, c Check, def checkDef) {
 	if l.has(p+".min") && l.has(p+".max") && c.Min.Unit == c.Max.Unit && c.Max.Value < c.Min.Value {
 		l.bad(p+".max", "expected max >= min (%s), found %s", c.Min, c.Max)
 	}
+	l.count(p, c, def)
 	if def.minNeeds != "" && l.has(p+".min") && c.Args[def.minNeeds] == "" {
 		l.bad(p+".min", "%s reads min only with args.%s; add args.%s or remove min", c.Name, def.minNeeds, def.minNeeds)
 	}
@@ -93,6 +94,20 @@ func (l *linter) check(p string, c Check, def checkDef) {
 		case !rule.ok(c.Args[k]):
 			l.bad(ap, "expected %s, found %q", rule.expect, c.Args[k])
 		}
+	}
+}
+
+// count lints a check's count: only nic-link reads it, at least 1, with
+// min. (nic-link's min without a count holds the ports of the recipe's NIC
+// groups at that speed or faster, or one port where no group says.)
+func (l *linter) count(p string, c Check, def checkDef) {
+	switch {
+	case l.has(p+".count") && !def.count:
+		l.bad(p+".count", "%s reads no count; remove count", c.Name)
+	case l.has(p+".count") && c.Count < 1:
+		l.bad(p+".count", "expected a port count of at least 1, found %d", c.Count)
+	case l.has(p+".count") && !l.has(p+".min"):
+		l.bad(p+".count", "count says how many ports must be up at min: add min, e.g. 400Gbps")
 	}
 }
 
@@ -143,53 +158,4 @@ func (l *linter) drivers(d map[string]string) {
 			l.bad(p, "expected a pinned version, found an empty string")
 		}
 	}
-}
-
-// firmware lints the policy: known components, block or warn.
-func (l *linter) firmware(f *Firmware) {
-	for _, k := range slices.Sorted(maps.Keys(f.Policy)) {
-		p := join("firmware.policy", k)
-		switch pin, known := firmwarePin(f, k); {
-		case !known:
-			have := "none"
-			if len(f.Other) > 0 {
-				have = strings.Join(slices.Sorted(maps.Keys(f.Other)), ", ")
-			}
-			msg := fmt.Sprintf("unknown firmware component %q; expected bios, bmc, gpu, nic, or other.NAME for a key of firmware.other (have: %s)", k, have)
-			known := []string{"bios", "bmc", "gpu", "nic"}
-			for _, o := range slices.Sorted(maps.Keys(f.Other)) {
-				known = append(known, "other."+o)
-			}
-			if s := suggest(k, known); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			l.bad(p, "%s", msg)
-			continue
-		case pin == "":
-			l.warn(p, "firmware.%s is not pinned: this policy has nothing to act on", k)
-		}
-		if v := f.Policy[k]; v != FirmwareBlock && v != FirmwareWarn {
-			l.bad(p, "expected block or warn, found %q", v)
-		}
-	}
-}
-
-// firmwarePin returns the pinned version of a policy component and
-// whether the component exists.
-func firmwarePin(f *Firmware, component string) (string, bool) {
-	switch component {
-	case "bios":
-		return f.BIOS, true
-	case "bmc":
-		return f.BMC, true
-	case "gpu":
-		return f.GPU, true
-	case "nic":
-		return f.NIC, true
-	}
-	if name, ok := strings.CutPrefix(component, "other."); ok {
-		v, ok := f.Other[name]
-		return v, ok
-	}
-	return "", false
 }

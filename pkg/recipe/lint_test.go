@@ -134,7 +134,7 @@ func TestBrokenRecipes(t *testing.T) {
 			{"", 8, "os.image.sha256", "the all-zero placeholder is not a digest: pin the artifact's digest (ingot recipe pin"},
 		},
 		"firmware-policy": {
-			{"", 8, "firmware.policy.bios", `expected block or warn, found "ignore"`},
+			{"", 8, "firmware.policy.bios", `expected update, block or warn, found "ignore"`},
 			{"", 9, `firmware.policy["other.cpdl"]`, `unknown firmware component "other.cpdl"; expected bios, bmc, gpu, nic, or other.NAME for a key of firmware.other (have: cpld) (did you mean "other.cpld"?)`},
 			{"", 10, "firmware.policy.psu", `unknown firmware component "psu"`},
 			{"", 15, "hardware.nics[0].firmware", "a per-model firmware pin needs hardware.nics[0].model"},

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // writeRecipe writes a file of dir and returns its path.
@@ -41,9 +43,7 @@ func oversize(t testing.TB, dir, name string, size int) string {
 func traps(t *testing.T, dir string) string {
 	t.Helper()
 	fifo := filepath.Join(dir, "fifo.yaml")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
+	netnstest.NeedNoError(t, "mkfifo", syscall.Mkfifo(fifo, 0o644))
 	if err := os.Mkdir(filepath.Join(dir, "folder.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}

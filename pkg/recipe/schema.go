@@ -65,7 +65,18 @@ func (g *schemaGen) of(t reflect.Type) map[string]any {
 		}
 		return map[string]any{"anyOf": append([]any{map[string]any{"type": "number", "minimum": 0}}, units...)}
 	case typeFirmwareAction:
-		return map[string]any{"type": "string", "enum": []any{string(FirmwareBlock), string(FirmwareWarn)}}
+		return map[string]any{"type": "string", "enum": []any{string(FirmwareUpdate), string(FirmwareBlock), string(FirmwareWarn)}}
+	case typePin:
+		if _, ok := g.defs["Pin"]; !ok {
+			o := g.object(t)
+			// Lint's rule: a pin a campaign updates names its package.
+			o["if"] = map[string]any{"properties": map[string]any{"policy": map[string]any{"const": string(FirmwareUpdate)}}, "required": []string{"policy"}}
+			o["then"] = map[string]any{"required": []string{"package"}}
+			g.defs["Pin"] = o
+		}
+		return map[string]any{"oneOf": []any{
+			map[string]any{"type": "string", "minLength": 1, "description": "the version alone: policy block (or firmware.policy's)"},
+			map[string]any{"$ref": "#/$defs/Pin"}}}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

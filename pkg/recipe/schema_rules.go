@@ -56,6 +56,9 @@ func checkRules(check map[string]any) {
 			"max":  bound(d, d.max),
 			"args": argsSchema(d),
 		}
+		if !d.count {
+			then["count"] = false
+		}
 		rule := map[string]any{"properties": then}
 		if d.minNeeds != "" {
 			rule["if"] = map[string]any{"required": []string{"min"}}

@@ -99,36 +99,6 @@ type DiskSpec struct {
 	Count   int    `json:"count,omitempty" min:"1"`
 }
 
-// Firmware pins versions. A machine whose firmware differs from a pin is
-// not ready (the drift check's finding is critical) unless Policy says
-// warn for that component.
-type Firmware struct {
-	BIOS   string                    `json:"bios,omitempty"`
-	BMC    string                    `json:"bmc,omitempty"`
-	GPU    string                    `json:"gpu,omitempty"`
-	NIC    string                    `json:"nic,omitempty"`
-	Other  map[string]string         `json:"other,omitempty" doc:"component name -> version"`
-	Policy map[string]FirmwareAction `json:"policy,omitempty" doc:"component -> block or warn: what a version mismatch does (default block: the machine is not ready); components: bios, bmc, gpu, nic, other.NAME"`
-}
-
-// FirmwareAction is what a firmware mismatch does.
-type FirmwareAction string
-
-// The firmware actions.
-const (
-	FirmwareBlock FirmwareAction = "block" // the machine is not ready until the firmware is at the pin
-	FirmwareWarn  FirmwareAction = "warn"  // reported, does not block
-)
-
-// Action returns the policy of a component: bios, bmc, gpu, nic, or
-// other.NAME for a key of Other. Block unless the policy says warn.
-func (f Firmware) Action(component string) FirmwareAction {
-	if f.Policy[component] == FirmwareWarn {
-		return FirmwareWarn
-	}
-	return FirmwareBlock
-}
-
 // BIOS holds the boot mode and Redfish BIOS attributes.
 type BIOS struct {
 	BootMode   string           `json:"boot_mode,omitempty" doc:"uefi or legacy" enum:"uefi,legacy"`
@@ -205,9 +175,10 @@ type Acceptance struct {
 // for counts and generations, written with a unit for physical checks
 // (nic-link min: 400Gbps). Every check is required unless Optional.
 type Check struct {
-	Name     string            `json:"name" doc:"a registered check (ingot recipe checks lists them): gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-present, disk-health; at burn-in dcgm-diag, gpu-burn, nccl-allreduce, nvbandwidth, stress-ng, fio, iperf3, ib-write-bw"`
+	Name     string            `json:"name" doc:"a registered check (ingot recipe checks lists them): gpu-count, gpu-model, pcie-link, memory-size, nic-link, disk-present, disk-health; at burn-in dcgm-diag, gpu-burn, nccl-allreduce, nvbandwidth, cuda-bandwidth, cuda-p2p, cublas-gemm, clpeak, stress-ng, fio, iperf3, ib-write-bw"`
 	Min      Quantity          `json:"min,omitzero" doc:"lower bound in the check's unit: a plain number for counts and generations, else with its unit (400Gbps, 2TiB, 350GB/s, 600Tflop/s)"`
 	Max      Quantity          `json:"max,omitzero" doc:"upper bound, for the checks that read one (gpu-count, memory-size, disk-present)"`
+	Count    int               `json:"count,omitempty" min:"1" doc:"nic-link: how many ports must be up at min or faster (count: 8 with 8 fabric ports: 7 up fails)"`
 	Args     map[string]string `json:"args,omitempty" doc:"the check's own arguments (only those its spec lists)"`
 	Optional bool              `json:"optional,omitempty" doc:"true: a failure is reported but does not fail acceptance"`
 }

@@ -25,6 +25,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
+	"github.com/ingot-dev/ingot/pkg/tokenlife"
 )
 
 // Config is every setting of `ingot serve`.
@@ -61,9 +62,13 @@ type Config struct {
 	HTTPIdleTimeout       time.Duration `yaml:"http_idle_timeout"`
 	HTTPMaxConnsPerClient int           `yaml:"http_max_conns_per_client"`
 	// PublicRate is how many requests per second one address may make to
-	// the routes that need no credential (/ipxe, the by-MAC agent routes),
+	// the routes that need no credential (/ipxe, /uki/, /boot/, the first
+	// request of an /artifacts/ or /vmedia/ URL, the by-MAC agent routes),
 	// in bursts of twice that; 0: unlimited.
 	PublicRate float64 `yaml:"public_rate"`
+	// TokenMaxTTL is the longest an operator token may live: a longer
+	// lifetime is refused and older tokens end there.
+	TokenMaxTTL time.Duration `yaml:"token_max_ttl"`
 
 	RA       bool   `yaml:"ra"`
 	RAPrefix string `yaml:"ra_prefix"`
@@ -130,6 +135,7 @@ func Defaults() Config {
 		HTTPIdleTimeout:       time.Minute,
 		HTTPMaxConnsPerClient: 32,
 		PublicRate:            20,
+		TokenMaxTTL:           tokenlife.DefaultMax,
 		TelemetryInterval:     time.Minute,
 		InventoryRefresh:      24 * time.Hour,
 		DrillMaxAge:           30 * 24 * time.Hour,
@@ -173,7 +179,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "a request's headers and body must arrive within this")
 	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", c.HTTPWriteTimeout, "an answer must leave within this (downloads get a deadline from their size)")
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "an idle keep-alive connection closes after this")
-	fs.Float64Var(&c.PublicRate, "public-rate", c.PublicRate, "requests per second one address may make to routes that need no credential (/ipxe, by-MAC agent routes), bursts of twice that; 0: unlimited")
+	fs.Float64Var(&c.PublicRate, "public-rate", c.PublicRate, "requests per second one address may make to routes that need no credential (/ipxe, /uki/, /boot/, the first request of an /artifacts/ or /vmedia/ URL, by-MAC agent routes; Range reads of a known artifact and repeated CD reads are not counted), bursts of twice that; 0: unlimited")
+	fs.DurationVar(&c.TokenMaxTTL, "token-max-ttl", c.TokenMaxTTL, "the longest an operator token may live: a longer --ttl is refused and older tokens end")
 	fs.IntVar(&c.HTTPMaxConnsPerClient, "http-max-conns-per-client", c.HTTPMaxConnsPerClient, "open HTTP connections one client address may hold; more are closed at once")
 	fs.BoolVar(&c.RA, "ra", c.RA, "answer IPv6 router solicitations on --interface with a ULA prefix, no default route (iPXE otherwise waits ~14 s)")
 	fs.StringVar(&c.RAPrefix, "ra-prefix", c.RAPrefix, "IPv6 /64 advertised by --ra (default fd00:696e:676f:7400::/64)")
@@ -356,6 +363,9 @@ func (c Config) Validate() error {
 	}
 	if c.Data == "" {
 		return errors.New("--data is empty: expected the directory for ingot.db and artifacts")
+	}
+	if c.TokenMaxTTL <= 0 {
+		return fmt.Errorf("--token-max-ttl %s: expected a positive lifetime, e.g. 8760h", c.TokenMaxTTL)
 	}
 	if c.TelemetryInterval < 0 || (c.TelemetryInterval > 0 && c.TelemetryInterval < 5*time.Second) {
 		return fmt.Errorf("--telemetry-interval %s: expected 0 (off) or at least 5s (BMCs answer slowly)", c.TelemetryInterval)

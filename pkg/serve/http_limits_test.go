@@ -79,3 +79,35 @@ func limitedServe(t *testing.T, timeout time.Duration, conns int) string {
 	a, _ := startRun(t, cfg, d)
 	return a.HTTP.String()
 }
+
+// serve passes its public limit to the boot routes: with --public-rate 1
+// (bursts of 2), 20 quick /ipxe requests from one address get 2 answers
+// and 18 429s, and /uki/ and a missing /artifacts/ name are limited the
+// same way. Before, serve built the boot handler without the limiter and
+// /ipxe answered 200 times in 1.9 s.
+func TestPublicRateLimitWired(t *testing.T) {
+	cfg, d := httpOnly(t)
+	cfg.PublicRate = 1
+	a, _ := startRun(t, cfg, d)
+	for i, path := range []string{"/ipxe?mac=52:54:00:00:00:01", "/uki/52-54-00-00-00-02.efi", "/artifacts/no-such-name"} {
+		// Each route from its own loopback address: one bucket per address.
+		c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{
+			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i))}}).DialContext}}
+		limited := 0
+		for range 20 {
+			resp, err := c.Get("http://" + a.HTTP.String() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				limited++
+			}
+		}
+		c.CloseIdleConnections()
+		if limited < 17 {
+			t.Errorf("%s: %d of 20 requests limited, want 18 (a burst of 2)", path, limited)
+		}
+	}
+}

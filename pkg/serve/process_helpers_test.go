@@ -12,7 +12,7 @@ import (
 )
 
 // ingotBin returns $INGOT_BIN or builds cmd/ingot into a temp dir.
-func ingotBin(t *testing.T) string {
+func ingotBin(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("INGOT_BIN"); b != "" {
 		abs, err := filepath.Abs(b)

@@ -28,8 +28,11 @@ import (
 	"github.com/ingot-dev/ingot/pkg/tlsca"
 )
 
-// Deps are the things Run serves from, made by the caller (cmd/ingot).
+// Deps are the things Serve serves from: Run builds them from the
+// configuration; tests give their own.
 type Deps struct {
+	// Store keeps DHCP's leases, answers the boot services' lookups by
+	// MAC, and its backend's numbers are on /metrics.
 	Store store.Store
 	// Discover records unknown network-boot clients (--unknown discover):
 	// the fleet service.
@@ -84,33 +87,20 @@ func (noTokens) IssueBootCredential(context.Context, *machine.Machine, string, n
 	return "", errors.New("this server has no API to issue machine credentials")
 }
 
-// Run builds every enabled service from cfg, binds their sockets (so
-// configuration and bind errors surface before anything serves), then runs
-// them and d.Services under one Supervisor until ctx ends (SIGTERM in
-// cmd/ingot) or a service stops the process (see Supervisor), and shuts
-// all of them down gracefully. The listeners bound here (DHCP, TFTP, HTTP)
-// are Critical: their sockets cannot safely be bound again.
-func Run(ctx context.Context, cfg Config, d Deps) error {
+// Serve binds every enabled listener from cfg (so configuration and bind
+// errors surface before anything serves), then runs them and d.Services
+// under one Supervisor until ctx ends (SIGTERM in cmd/ingot) or a service
+// stops the process (see Supervisor), and shuts all of them down
+// gracefully. The listeners bound here (DHCP, TFTP, HTTP) are Critical:
+// their sockets cannot safely be bound again. Run builds d from cfg; tests
+// give their own.
+func Serve(ctx context.Context, cfg Config, d Deps) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if d.Logger == nil {
-		d.Logger = slog.New(slog.DiscardHandler)
-	}
-	if d.Registry == nil {
-		d.Registry = prometheus.NewRegistry()
-		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
-	if ll, ok := d.Store.(leaseLogStore); ok {
-		if err := d.Registry.Register(leaseLogCollector{ll}); err != nil {
-			return fmt.Errorf("registering the lease log metrics: %w", err)
-		}
-	}
-	if d.Tokens == nil {
-		d.Tokens = noTokens{}
-	}
-	if d.PublicLimit == nil {
-		d.PublicLimit = cfg.PublicLimiter()
+	d, err := d.withDefaults(cfg)
+	if err != nil {
+		return err
 	}
 	serverIP, err := resolveServerIP(cfg.Interface, cfg.ServerIP, interfaceIPv4s)
 	if err != nil {
@@ -121,123 +111,201 @@ func Run(ctx context.Context, cfg Config, d Deps) error {
 		return fmt.Errorf("http: listening on %s: %w", cfg.HTTPAddr, err)
 	}
 	defer httpLn.Close()
-	publicURL := cfg.PublicURL
-	if publicURL == "" {
-		publicURL = defaultPublicURL(serverIP, httpLn.Addr())
+	b := &binding{cfg: cfg, d: d, serverIP: serverIP, httpLn: httpLn, addrs: Addrs{HTTP: httpLn.Addr(), ServerIP: serverIP}}
+	b.publicURL = cfg.PublicURL
+	if b.publicURL == "" {
+		b.publicURL = defaultPublicURL(serverIP, httpLn.Addr())
 	}
-	bootDirs, err := bootfiles.New([]string{cfg.BootDir, cfg.IPXEDir}, cfg.BootLinkTargets)
-	if err != nil && cfg.TFTP {
-		return err
-	}
-	if err != nil {
-		d.Logger.Warn("no boot files directory: /boot/ is not served", "err", err)
-		bootDirs = nil
-	}
-	var services []Service
-	addrs := Addrs{HTTP: httpLn.Addr(), ServerIP: serverIP}
-	var apiLn net.Listener
-	var apiCert *apiTLS
-	if cfg.APIAddr != "" {
-		if apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
-			return fmt.Errorf("api: listening on %s: %w", cfg.APIAddr, err)
-		}
-		defer apiLn.Close()
-		addrs.API, addrs.APIURL = apiLn.Addr(), cfg.APIURL
-		if addrs.APIURL == "" {
-			addrs.APIURL = defaultAPIURL(serverIP, apiLn.Addr())
-		}
-		if apiCert, err = newAPITLS(cfg, certHosts(cfg, serverIP, addrs.APIURL, apiLn.Addr())); err != nil {
+	defer b.close()
+	for _, step := range []func() error{b.bootFiles, b.api, b.dhcp, b.tftp, b.http} {
+		if err := step(); err != nil {
 			return err
 		}
-		addrs.CA = apiCert.fingerprint
-		services = append(services, apiCert.reloadService(d.Reload, d.Logger.With("service", "tls")))
-	} else {
-		d.Logger.Warn("the API shares the plain-HTTP boot listener (--api-addr ''): operator and machine tokens travel in clear")
 	}
+	b.logServing()
+	if d.Ready != nil {
+		d.Ready(b.addrs)
+	}
+	err = Supervisor{Services: append(b.services, d.Services...), Logger: d.Logger}.Run(ctx)
+	d.Logger.Info("ingot stopped", "err", err)
+	return err
+}
 
-	dsvc, err := newDHCP(cfg, d, serverIP, publicURL)
+// withDefaults fills in what a caller of Serve left out.
+func (d Deps) withDefaults(cfg Config) (Deps, error) {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+		d.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if d.Store != nil {
+		if err := d.Registry.Register(storeCollector{d.Store}); err != nil {
+			return d, fmt.Errorf("registering the store metrics: %w", err)
+		}
+	}
+	if d.Tokens == nil {
+		d.Tokens = noTokens{}
+	}
+	if d.PublicLimit == nil {
+		d.PublicLimit = cfg.PublicLimiter()
+	}
+	return d, nil
+}
+
+// binding is what Serve binds, step by step: listeners, and the services
+// that serve them.
+type binding struct {
+	cfg       Config
+	d         Deps
+	serverIP  netip.Addr
+	publicURL string
+	httpLn    net.Listener
+	apiLn     net.Listener // nil with --api-addr ''
+	apiCert   *apiTLS
+	bootDirs  *bootfiles.Dirs
+	addrs     Addrs
+	services  []Service
+}
+
+func (b *binding) close() {
+	if b.apiLn != nil {
+		b.apiLn.Close()
+	}
+}
+
+// bootFiles opens the folders of files firmware fetches (TFTP, /boot/).
+func (b *binding) bootFiles() error {
+	dirs, err := bootfiles.New([]string{b.cfg.BootDir, b.cfg.IPXEDir}, b.cfg.BootLinkTargets)
+	switch {
+	case err != nil && b.cfg.TFTP:
+		return err
+	case err != nil:
+		b.d.Logger.Warn("no boot files directory: /boot/ is not served", "err", err)
+	default:
+		b.bootDirs = dirs
+	}
+	return nil
+}
+
+// api binds the API's TLS listener and loads (or makes) its certificate.
+func (b *binding) api() error {
+	if b.cfg.APIAddr == "" {
+		b.d.Logger.Warn("the API shares the plain-HTTP boot listener (--api-addr ''): operator and machine tokens travel in clear")
+		return nil
+	}
+	ln, err := net.Listen("tcp", b.cfg.APIAddr)
+	if err != nil {
+		return fmt.Errorf("api: listening on %s: %w", b.cfg.APIAddr, err)
+	}
+	b.apiLn = ln
+	b.addrs.API, b.addrs.APIURL = ln.Addr(), b.cfg.APIURL
+	if b.addrs.APIURL == "" {
+		b.addrs.APIURL = defaultAPIURL(b.serverIP, ln.Addr())
+	}
+	if b.apiCert, err = newAPITLS(b.cfg, certHosts(b.cfg, b.serverIP, b.addrs.APIURL, ln.Addr())); err != nil {
+		return err
+	}
+	b.addrs.CA = b.apiCert.fingerprint
+	b.services = append(b.services, b.apiCert.reloadService(b.d.Reload, b.d.Logger.With("service", "tls")))
+	return nil
+}
+
+// dhcp binds DHCP and router advertisements, where enabled.
+func (b *binding) dhcp() error {
+	dsvc, err := newDHCP(b.cfg, b.d, b.serverIP, b.publicURL)
 	if err != nil {
 		return err
 	}
 	if dsvc != nil {
-		services = append(services, dsvc)
+		b.services = append(b.services, dsvc)
 	}
-	if rsvc := newRA(cfg, d); rsvc != nil {
-		services = append(services, rsvc)
+	if rsvc := newRA(b.cfg, b.d); rsvc != nil {
+		b.services = append(b.services, rsvc)
 	}
-	if cfg.TFTP {
-		t, err := tftp.New(tftp.Config{
-			Addr:         netip.AddrPortFrom(serverIP, uint16(cfg.TFTPPort)).String(),
-			Files:        bootDirs,
-			MaxTransfers: cfg.TFTPMaxTransfers,
-			MaxPerClient: cfg.TFTPMaxPerClient,
-			FirstACKWait: cfg.TFTPFirstACKWait,
-			MaxBlockSize: cfg.TFTPBlockSize,
-			Logger:       d.Logger.With("service", "tftp"),
-			Registerer:   d.Registry,
-		})
-		if err != nil {
-			return err
-		}
-		if addrs.TFTP, err = t.Listen(); err != nil {
-			return err
-		}
-		services = append(services, Critical(ServiceFunc("tftp", t.Serve)))
+	return nil
+}
+
+// tftp binds the TFTP server, where enabled.
+func (b *binding) tftp() error {
+	if !b.cfg.TFTP {
+		return nil
 	}
+	t, err := tftp.New(tftp.Config{
+		Addr:         netip.AddrPortFrom(b.serverIP, uint16(b.cfg.TFTPPort)).String(),
+		Files:        b.bootDirs,
+		MaxTransfers: b.cfg.TFTPMaxTransfers,
+		MaxPerClient: b.cfg.TFTPMaxPerClient,
+		FirstACKWait: b.cfg.TFTPFirstACKWait,
+		MaxBlockSize: b.cfg.TFTPBlockSize,
+		Logger:       b.d.Logger.With("service", "tftp"),
+		Registerer:   b.d.Registry,
+	})
+	if err != nil {
+		return err
+	}
+	if b.addrs.TFTP, err = t.Listen(); err != nil {
+		return err
+	}
+	b.services = append(b.services, Critical(ServiceFunc("tftp", t.Serve)))
+	return nil
+}
+
+// http builds the boot listener's routes and, on its own TLS listener,
+// the API's, /metrics and the CA.
+func (b *binding) http() error {
 	hb, err := httpboot.New(httpboot.Config{
-		ServerURL:     publicURL,
-		Machines:      d.Store,
-		Recipes:       d.Recipes,
-		Tokens:        d.Tokens,
-		Artifacts:     d.Artifacts,
-		BootFiles:     bootDirs,
-		Unknown:       cfg.Unknown,
-		Discovery:     httpboot.Discovery{Kernel: cfg.DiscoveryKernel, Initrd: cfg.DiscoveryInitrd, Cmdline: cfg.DiscoveryCmdline},
-		Logger:        d.Logger.With("service", "http"),
-		Registerer:    d.Registry,
-		Gatherer:      gatherer(apiLn == nil, d.Registry),
-		APIURL:        addrs.APIURL,
-		CAFingerprint: addrs.CA,
+		ServerURL:     b.publicURL,
+		Limit:         b.d.PublicLimit,
+		Machines:      b.d.Store,
+		Recipes:       b.d.Recipes,
+		Tokens:        b.d.Tokens,
+		Artifacts:     b.d.Artifacts,
+		BootFiles:     b.bootDirs,
+		Unknown:       b.cfg.Unknown,
+		Discovery:     httpboot.Discovery{Kernel: b.cfg.DiscoveryKernel, Initrd: b.cfg.DiscoveryInitrd, Cmdline: b.cfg.DiscoveryCmdline},
+		Logger:        b.d.Logger.With("service", "http"),
+		Registerer:    b.d.Registry,
+		Gatherer:      gatherer(b.apiLn == nil, b.d.Registry),
+		APIURL:        b.addrs.APIURL,
+		CAFingerprint: b.addrs.CA,
 	})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	hb.Register(mux)
-	if d.Media != nil {
+	if b.d.Media != nil {
 		// The BMC fetches CDs where firmware fetches its files.
-		d.Media.bind(publicURL, addrs.APIURL, addrs.CA)
-		d.Media.Register(mux)
+		b.d.Media.bind(b.publicURL, b.addrs.APIURL, b.addrs.CA)
+		b.d.Media.Register(mux, b.d.PublicLimit)
 	}
 	apiMux := mux
-	if apiLn != nil {
+	if b.apiLn != nil {
 		// The API, its CA and /metrics only on the TLS listener; the boot
 		// listener keeps what firmware fetches.
 		apiMux = http.NewServeMux()
-		apiMux.Handle("GET /metrics", promhttp.HandlerFor(d.Registry, promhttp.HandlerOpts{}))
+		apiMux.Handle("GET /metrics", promhttp.HandlerFor(b.d.Registry, promhttp.HandlerOpts{}))
 		apiMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		apiMux.HandleFunc("GET /api/v1/ca.pem", apiCert.serveCA)
-		tlsLn := tls.NewListener(apiLn, apiCert.holder.ServerConfig())
-		services = append(services, Critical(ServiceFunc("api", httpService(tlsLn, apiMux, cfg, d.Logger))))
+		apiMux.HandleFunc("GET /api/v1/ca.pem", b.apiCert.serveCA)
+		tlsLn := tls.NewListener(b.apiLn, b.apiCert.holder.ServerConfig())
+		b.services = append(b.services, Critical(ServiceFunc("api", httpService(tlsLn, apiMux, b.cfg, b.d.Logger))))
 	}
-	for _, m := range d.Mount {
+	for _, m := range b.d.Mount {
 		m(apiMux)
 	}
-	services = append(services, Critical(ServiceFunc("http", httpService(httpLn, mux, cfg, d.Logger))))
-	services = append(services, d.Services...)
+	b.services = append(b.services, Critical(ServiceFunc("http", httpService(b.httpLn, mux, b.cfg, b.d.Logger))))
+	return nil
+}
 
-	d.Logger.Info("ingot serving", "interface", cfg.Interface, "server_ip", serverIP, "http", httpLn.Addr().String(),
-		"public_url", publicURL, "dhcp", cfg.DHCP, "tftp", cfg.TFTP)
-	if apiLn != nil {
-		d.Logger.Info("api serving over TLS: give operators ca.pem (--ca) and check its fingerprint", "api", apiLn.Addr().String(),
-			"api_url", addrs.APIURL, "ca_fingerprint", addrs.CA, "ca_pem", caPath(cfg))
+func (b *binding) logServing() {
+	b.d.Logger.Info("ingot serving", "interface", b.cfg.Interface, "server_ip", b.serverIP, "http", b.httpLn.Addr().String(),
+		"public_url", b.publicURL, "dhcp", b.cfg.DHCP, "tftp", b.cfg.TFTP)
+	if b.apiLn != nil {
+		b.d.Logger.Info("api serving over TLS: give operators ca.pem (--ca) and check its fingerprint", "api", b.apiLn.Addr().String(),
+			"api_url", b.addrs.APIURL, "ca_fingerprint", b.addrs.CA, "ca_pem", caPath(b.cfg))
 	}
-	if d.Ready != nil {
-		d.Ready(addrs)
-	}
-	err = Supervisor{Services: services, Logger: d.Logger}.Run(ctx)
-	d.Logger.Info("ingot stopped", "err", err)
-	return err
 }
 
 // gatherer is what the boot listener's /metrics exports: everything when

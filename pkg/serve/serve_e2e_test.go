@@ -41,11 +41,7 @@ func TestE2EIPXEFollowsScript(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			for _, f := range []string{tc.kernel, "/usr/share/OVMF/OVMF_VARS_4M.fd"} {
-				if _, err := os.Stat(f); err != nil {
-					t.Skipf("needs %s (Debian packages ipxe, ovmf)", f)
-				}
-			}
+			netnstest.NeedFiles(t, "Debian packages ipxe, ovmf", tc.kernel, "/usr/share/OVMF/OVMF_VARS_4M.fd")
 			qemu := tc.qemu
 			if name == "uefi" {
 				vars := filepath.Join(t.TempDir(), "vars.fd")

@@ -34,7 +34,7 @@ func TestRunSupervisesDepsServices(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- Run(ctx, cfg, d) }()
+			go func() { done <- Serve(ctx, cfg, d) }()
 			if tc.critical {
 				checkStoppedBy(t, wait(t, done), "engine")
 			} else {
@@ -77,7 +77,7 @@ func TestRunBindErrorBeforeServing(t *testing.T) {
 	svc := failing("engine", 0, nil, nil)
 	d.Services = []Service{svc}
 	d.Ready = func(Addrs) { t.Error("Ready called although the HTTP socket was taken") }
-	err = Run(context.Background(), cfg, d)
+	err = Serve(context.Background(), cfg, d)
 	if err == nil || !strings.Contains(err.Error(), "http: listening on "+cfg.HTTPAddr) {
 		t.Fatalf("Run = %v, want the HTTP bind error", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
 )
 
 // httpOnly is a configuration with DHCP and TFTP off, HTTP on a free
@@ -22,7 +23,7 @@ import (
 func httpOnly(t *testing.T) (Config, Deps) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(filepath.Join(dir, "ingot.db"), store.Options{Timeout: time.Second})
+	st, err := bolt.Open(filepath.Join(dir, "ingot.db"), store.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func startRun(t *testing.T, cfg Config, d Deps) (Addrs, func() error) {
 	d.Ready = func(a Addrs) { ready <- a }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, d) }()
+	go func() { done <- Serve(ctx, cfg, d) }()
 	stop := func() error {
 		cancel()
 		select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/boot/ra"
+	"github.com/ingot-dev/ingot/pkg/connlimit"
 )
 
 // newDHCP builds the DHCP service; nil when DHCP is off.
@@ -103,7 +104,7 @@ func httpService(ln net.Listener, h http.Handler, cfg Config, log *slog.Logger) 
 			ReadTimeout: cfg.HTTPReadTimeout, WriteTimeout: cfg.HTTPWriteTimeout, IdleTimeout: cfg.HTTPIdleTimeout,
 			MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		if cfg.HTTPMaxConnsPerClient > 0 {
-			ln = perClientLimit(ln, cfg.HTTPMaxConnsPerClient, log)
+			ln = connlimit.PerClient(ln, cfg.HTTPMaxConnsPerClient, log)
 		}
 		done := make(chan error, 1)
 		stop := context.AfterFunc(ctx, func() {

@@ -7,13 +7,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/boot/httpboot"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 )
 
 // Register adds GET /vmedia/TOKEN/ingot-agent.iso (and HEAD) to the boot
 // listener's mux: the BMC fetches the CD there, whole or by Range, while
 // the CD's job runs. Anything else, a CD of an ended job included, is 404.
-func (v *VirtualMedia) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /vmedia/{token}/{file}", v.serveCD)
+// The first request of a CD's URL, and every request for an unknown one,
+// counts against limit per client address (httpboot.Limit); a BMC reading
+// a CD it has started is not throttled.
+func (v *VirtualMedia) Register(mux *http.ServeMux, limit *ratelimit.Limiter) {
+	mux.Handle("GET /vmedia/{token}/{file}", httpboot.Limit(limit, "vmedia", v.servedBefore, http.HandlerFunc(v.serveCD)))
+}
+
+// servedBefore: the request is for a CD already served once (a running
+// job's): a BMC reading on.
+func (v *VirtualMedia) servedBefore(r *http.Request) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.served[r.PathValue("token")]
 }
 
 func (v *VirtualMedia) serveCD(w http.ResponseWriter, r *http.Request) {

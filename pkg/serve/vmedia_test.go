@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/iso"
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -50,12 +52,13 @@ type mediaFixture struct {
 
 func newMediaFixture(t *testing.T) *mediaFixture {
 	t.Helper()
-	if err := iso.Check(); err != nil {
-		if netnstest.RequireAll() {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	return newLimitedMediaFixture(t, nil)
+}
+
+// newLimitedMediaFixture serves the CDs behind the public rate limit l.
+func newLimitedMediaFixture(t *testing.T, l *ratelimit.Limiter) *mediaFixture {
+	t.Helper()
+	netnstest.NeedNoError(t, "virtual media CDs", iso.Check())
 	dir := t.TempDir()
 	arts, err := artifact.Open(filepath.Join(dir, "artifacts"))
 	if err != nil {
@@ -82,7 +85,7 @@ func newMediaFixture(t *testing.T) *mediaFixture {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	f.v.Register(mux)
+	f.v.Register(mux, l)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -251,5 +254,37 @@ func TestVirtualMediaRefuses(t *testing.T) {
 	}
 	if _, err := NewVirtualMedia(MediaConfig{Dir: t.TempDir()}); err == nil {
 		t.Error("built without artifacts and jobs")
+	}
+}
+
+// /vmedia/ is public: unknown CD URLs and the first request of a CD's URL
+// count against the client's address (a burst of 3 here, then 429), while
+// a BMC reading a CD it has started, by many small ranges, is never
+// throttled.
+func TestVirtualMediaRateLimit(t *testing.T) {
+	ctx := context.Background()
+	f := newLimitedMediaFixture(t, ratelimit.New(0.001, 3, 0, nil))
+	f.v.bind(f.srv.URL+"/", "", "")
+	f.jobs.set("j1", store.JobRunning)
+	url, err := f.v.AgentMedia(ctx, f.m, f.r, "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guess := f.srv.URL + "/vmedia/" + strings.Repeat("0", 48) + "/" + cdFile
+	for i := range 2 {
+		if code, _ := f.get(t, guess); code != http.StatusNotFound {
+			t.Fatalf("guess %d: %d, want 404 within the burst", i, code)
+		}
+	}
+	if code, _ := f.get(t, url, "Range", "bytes=0-2047"); code != http.StatusPartialContent {
+		t.Fatalf("the CD's first request, the burst's last: %d, want 206", code)
+	}
+	for i := range 50 {
+		if code, _ := f.get(t, url, "Range", fmt.Sprintf("bytes=%d-%d", 2048*i, 2048*i+2047)); code != http.StatusPartialContent {
+			t.Fatalf("the BMC's read %d with the bucket empty: %d, want 206 (not throttled)", i, code)
+		}
+	}
+	if code, _ := f.get(t, guess); code != http.StatusTooManyRequests {
+		t.Errorf("a guessed CD URL with the bucket empty: %d, want 429", code)
 	}
 }

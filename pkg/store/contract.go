@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"io"
 	"net/netip"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -30,7 +31,7 @@ import (
 //
 // An implementation MUST:
 //   - store the record NewMachineRecord returns on create and the one
-//     UpdatedMachineRecord returns on update (IDs generated, MACs
+//     UpdatedMachineRecord returns on a change (IDs generated, MACs
 //     normalized, Created kept, Updated stamped), and write the result back
 //     into the caller's m on create;
 //   - refuse a create whose ID exists with ErrExists, and a write that would
@@ -38,46 +39,72 @@ import (
 //     (ErrExists for a name, ErrConflict for a MAC, serial or BMC endpoint,
 //     naming the machine that holds it); the check and the write are one
 //     atomic step, so two concurrent creates cannot both take a key;
-//   - keep the keys in step with the record in the same write: after an
-//     update the old name, MACs, serial and endpoint no longer find the
+//   - keep the keys in step with the record in the same write: after a
+//     change the old name, MACs, serial and endpoint no longer find the
 //     machine and are free for another;
 //   - look up MachineByMAC in any notation machine.NormalizeMAC accepts,
 //     MachineBySerial by NormalizeSerial and MachineByBMC by NormalizeBMC;
-//   - run UpdateMachine's fn on a copy, and store nothing if fn fails (its
-//     error is returned wrapped);
+//   - run ChangeMachine's Edit on a copy, and store nothing if Edit fails
+//     (its error is returned wrapped);
+//   - write the machine and the events Edit returns in ONE atomic write:
+//     both or neither, whatever fails (an event NewEventRecord refuses
+//     included), numbering the events as AppendEvent does (EventStore);
 //   - on delete, remove the record, its keys, its inventory and its events
 //     in one write;
 //   - give every stored machine a revision: non-zero, NextRevision of the
-//     last one handed out on every create and every update (conditional or
+//     last one handed out on every create and every change (conditional or
 //     not), so a revision never comes back, even after a delete; inventory
-//     and events do not change it;
-//   - make UpdateMachineRev check the revision and write in one atomic step,
-//     failing with ErrStale (CheckRevision) when rev is not the current
-//     revision.
+//     and events appended on their own do not change it;
+//   - make a Change with Rev check the revision and write in one atomic
+//     step, failing with ErrStale (CheckRevision) when Rev is not the
+//     current revision, without calling Edit.
 //
-// An implementation SHOULD return ListMachines sorted by name. fn MAY be
+// An implementation MUST return ListMachines sorted by name, the filter's
+// After and Limit applied after its other fields (a page of a large fleet
+// SHOULD cost about what its machines cost, not the fleet). Edit MAY be
 // called more than once (a backend that retries on contention calls it on
 // a fresh copy each time), so it SHOULD only edit its argument.
+//
+// Only pkg/fleet calls CreateMachine, ChangeMachine and DeleteMachine: it
+// is the one owner of machine records (pkg/architecture checks it).
 type MachineStore interface {
-	CreateMachine(ctx context.Context, m *machine.Machine) error
+	// CreateMachine stores a new machine and its first events (evs, each
+	// checked and stamped as Change's are) in one atomic write.
+	CreateMachine(ctx context.Context, m *machine.Machine, evs ...machine.Event) error
 	GetMachine(ctx context.Context, idOrName string) (*machine.Machine, error)
 	MachineByMAC(ctx context.Context, mac string) (*machine.Machine, error)
 	MachineBySerial(ctx context.Context, serial string) (*machine.Machine, error)
 	MachineByBMC(ctx context.Context, endpoint string) (*machine.Machine, error)
 	ListMachines(ctx context.Context, f MachineFilter) ([]machine.Machine, error)
-	// UpdateMachine runs fn on a copy inside one transaction and stores the
-	// result (indexes kept in step); an error from fn aborts.
-	UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error)
+	// ChangeMachine edits a machine and appends the events of the change,
+	// in one atomic write (see Change).
+	ChangeMachine(ctx context.Context, idOrName string, c Change) (*Changed, error)
 	DeleteMachine(ctx context.Context, idOrName string) error
 
 	// GetMachineRev returns the machine and its revision, read together.
 	GetMachineRev(ctx context.Context, idOrName string) (*machine.Machine, uint64, error)
 	// MachineRevision returns the machine's current revision.
 	MachineRevision(ctx context.Context, idOrName string) (uint64, error)
-	// UpdateMachineRev is UpdateMachine if the machine is still at revision
-	// rev (else ErrStale, and nothing is written); it returns the new
-	// record and its new revision.
-	UpdateMachineRev(ctx context.Context, idOrName string, rev uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error)
+}
+
+// Change is one ChangeMachine write.
+type Change struct {
+	// Rev, when not 0, is the revision the caller read: the change is
+	// written only while the machine is still at it (else ErrStale).
+	Rev uint64
+	// Edit edits a copy of the machine and returns the events to append
+	// with the change, oldest first (none is fine). Each event is checked
+	// and stamped as AppendEvent does, with Machine set to the machine's
+	// ID; an event the store refuses fails the whole change.
+	Edit func(m *machine.Machine) ([]machine.Event, error)
+}
+
+// Changed is what ChangeMachine wrote: the machine, its new revision and
+// the events as stored (Seq and Time set).
+type Changed struct {
+	Machine machine.Machine
+	Rev     uint64
+	Events  []machine.Event
 }
 
 // InventoryStore keeps the inventory history of each machine.
@@ -156,7 +183,9 @@ type LeaseStore interface {
 //     non-zero and only grows;
 //   - make UpdateJobRev check the revision and write in one atomic step,
 //     failing with ErrStale (CheckRevision) when rev is not the job's;
-//   - return ListJobs in the given state ("" = all) in SortJobs order.
+//   - return ListJobs in the given state ("" = all) in SortJobs order, at
+//     a cost that does not grow with the jobs in other states (the running
+//     jobs are looked up on every agent request; ended ones pile up).
 //
 // fn MAY be called more than once and SHOULD only edit its argument.
 type JobStore interface {
@@ -177,12 +206,16 @@ type JobStore interface {
 //     token with the same hash (that is how revocation is written);
 //   - fail TokenByHash and DeleteToken with ErrNotFound when no token has
 //     the hash;
-//   - return ListTokens oldest Created first;
+//   - return ListTokens oldest Created first, and FindTokens the tokens
+//     matching every field the filter sets, in the same order, at a cost
+//     that does not grow with the tokens it does not return (machine
+//     credentials are looked up on every boot request);
 //   - never put the hash in an error message: it identifies a credential.
 type TokenStore interface {
 	PutToken(ctx context.Context, t Token) error
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 	ListTokens(ctx context.Context) ([]Token, error)
+	FindTokens(ctx context.Context, f TokenFilter) ([]Token, error)
 	// DeleteToken removes the token stored under hash; ErrNotFound when
 	// there is none.
 	DeleteToken(ctx context.Context, hash string) error
@@ -236,6 +269,58 @@ type TelemetryStore interface {
 	DeleteTelemetry(ctx context.Context, machineID string) error
 }
 
+// FenceStore keeps fences: named values that conditional writes check.
+// An instance that owns a job sets the job's fence to its own name and
+// makes every write of that job under WithFence(ctx, key, value); once the
+// fence holds another value (another instance took the job over) those
+// writes fail with ErrFenced and write nothing, so an owner that paused
+// past its turn cannot write late.
+//
+// An implementation MUST:
+//   - make SwapFence set key to value only while it holds old ("" =
+//     absent), in one atomic step, else fail with ErrStale naming what it
+//     holds; value "" removes the fence;
+//   - return from Fence the value a fence holds, "" when it has none;
+//   - check every fence in the context (Fences) in the same atomic step as
+//     every write of the other contracts except leases (PutLease and
+//     DeleteLease answer DHCP, not jobs) and SwapFence itself, failing with
+//     ErrFenced, naming the fence, and writing nothing when one does not
+//     hold its value.
+type FenceStore interface {
+	SwapFence(ctx context.Context, key, old, value string) error
+	Fence(ctx context.Context, key string) (string, error)
+}
+
+// Maintainer is what operators and serve ask of a backend as a whole.
+//
+// An implementation MUST:
+//   - make Backup write a consistent copy while the store serves, holding
+//     every write that returned before Backup started, in the portable
+//     backup format (a bbolt file of pkg/store/bolt's layout, which every
+//     backend's Restore reads); it MUST NOT block writers for longer than
+//     it takes to take a snapshot, and copies secrets sealed (the key is
+//     never in a store);
+//   - make Check read every record and return every problem found, joined,
+//     each naming where it is (ErrDamaged), or nil;
+//   - make Location name the store as a URL without credentials, for logs;
+//   - make Stats cheap (it runs at every /metrics scrape) and return the
+//     same names every time.
+type Maintainer interface {
+	Backup(ctx context.Context, w io.Writer) (int64, error)
+	Check(ctx context.Context) error
+	Location() string
+	Stats() []Stat
+}
+
+// Stat is one number a backend reports about itself (pkg/serve exports
+// them as ingot_store_NAME).
+type Stat struct {
+	Name    string // snake_case, unique within the backend
+	Help    string
+	Value   float64
+	Counter bool // only grows; else a gauge
+}
+
 // Store is everything ingot persists: every contract above, and Close.
 // Close releases the backend; it MUST be safe to call twice, and every
 // other method MUST fail with ErrClosed after it.
@@ -246,5 +331,9 @@ type Store interface {
 	LeaseStore
 	JobStore
 	TokenStore
+	SecretStore
+	TelemetryStore
+	FenceStore
+	Maintainer
 	Close() error
 }

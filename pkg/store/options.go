@@ -26,7 +26,8 @@ type Options struct {
 	BatchDelay time.Duration
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults fills in the defaults of the fields left zero.
+func (o Options) WithDefaults() Options {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}

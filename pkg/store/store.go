@@ -82,6 +82,10 @@ var (
 	// a revision the record no longer has; read it again and retry.
 	// errors.Is(err, ErrConflict) also holds.
 	ErrStale = fmt.Errorf("revision is stale: %w", ErrConflict)
+	// ErrDamaged: the backend's data is damaged (a truncated file, pages
+	// that do not hold what was written). The error names what is damaged
+	// and where; the way out is a backup (ingot admin restore).
+	ErrDamaged = errors.New("stored data is damaged")
 )
 
 // Lease is one DHCP lease.
@@ -157,9 +161,42 @@ type Token struct {
 	Parent string `json:"parent,omitempty"`
 }
 
+// TokenFilter selects tokens in FindTokens: every field set must match.
+type TokenFilter struct {
+	Scope string // "operator", "machine:ID", ...
+	JobID string
+}
+
 // MachineFilter selects machines in List; zero fields match all.
 type MachineFilter struct {
 	Recipe string
 	State  machine.State
 	Rack   string
+	// After and Limit page the list (in name order): only machines whose
+	// name sorts after After, at most Limit of them (0: all).
+	After string
+	Limit int
+}
+
+// Secret is a sealed secret: Sealed is pkg/secret's ciphertext, KeyID the
+// key that sealed it.
+type Secret struct {
+	Name    string    `json:"name"`
+	KeyID   string    `json:"key_id"`
+	Sealed  []byte    `json:"sealed"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+}
+
+// NodeTelemetry is one machine's telemetry state, in telemetry's encoding.
+type NodeTelemetry struct {
+	Machine string
+	State   []byte
+}
+
+// PowerDay is one machine's aggregates of one day ("2006-01-02").
+type PowerDay struct {
+	Machine string
+	Day     string
+	Buckets []byte
 }

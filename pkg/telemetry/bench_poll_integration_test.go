@@ -29,7 +29,9 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
 	"github.com/ingot-dev/ingot/pkg/telemetry"
 )
 
@@ -88,7 +90,7 @@ func BenchmarkPoll500(b *testing.B) {
 			if err != nil {
 				return st.failed(err)
 			}
-			return sampleOf(r)
+			return telemetry.SampleOf(r)
 		})
 		ingot.rssMiB, ingot.heapMiB = procMiB("VmHWM"), heapMiB()
 		ingotBusy := v.count(b, "outcome=busy")
@@ -111,7 +113,7 @@ func BenchmarkPoll500(b *testing.B) {
 			if err != nil {
 				return st.failed(err)
 			}
-			return sampleOf(r)
+			return telemetry.SampleOf(r)
 		})
 		peerBusy := v.count(b, "outcome=busy") - ingotBusy - closeBusy
 		busyLines := v.lines(b, "outcome=busy", 3)
@@ -325,30 +327,6 @@ func scrape(b *testing.B, svc *telemetry.Service) (float64, float64, int) {
 	return ms(took[len(took)/2]), ms(took[len(took)-1]), size
 }
 
-// sampleOf turns readings into a Sample the way serve does (the parts the
-// exported metrics show).
-func sampleOf(r bmc.Readings) telemetry.Sample {
-	s := telemetry.Sample{Time: r.Taken, Up: true, PowerOn: strings.EqualFold(r.PowerState, "On"), Watts: r.NodeWatts,
-		MemCorrectable: r.MemoryCorrectable, MemUncorrectable: r.MemoryUncorrectable, Path: r.Path, Problems: r.Problems}
-	for _, p := range r.PSUs {
-		s.PSUInputWatts += p.InputWatts
-		s.PSUOutputWatts += p.OutputWatts
-	}
-	for _, t := range r.Temperatures {
-		switch t.Kind {
-		case bmc.TempInlet:
-			s.InletC = max(s.InletC, t.Celsius)
-		case bmc.TempExhaust:
-			s.ExhaustC = max(s.ExhaustC, t.Celsius)
-		case bmc.TempCPU:
-			s.CPUMaxC = max(s.CPUMaxC, t.Celsius)
-		case bmc.TempGPU:
-			s.GPUMaxC = max(s.GPUMaxC, t.Celsius)
-		}
-	}
-	return s
-}
-
 // BenchmarkPoll500Store drives telemetry's persistence (the flush that
 // Run makes every 5 minutes, into a real bbolt store) for 500 machines
 // over 9 simulated days on an injected clock: every 5 minutes each machine
@@ -373,7 +351,7 @@ func BenchmarkPoll500Store(b *testing.B) {
 	)
 	for range b.N {
 		path := filepath.Join(b.TempDir(), "ingot.db")
-		st, err := store.Open(path, store.Options{})
+		st, err := bolt.Open(path, store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -654,7 +632,7 @@ func tail(path string) string {
 func ingotBin(b *testing.B) string {
 	bin := os.Getenv("INGOT_BIN")
 	if bin == "" {
-		b.Skip("INGOT_BIN must name an ingot binary (make build; make bench sets it)")
+		netnstest.Missing(b, "INGOT_BIN must name an ingot binary (make build; make bench sets it)")
 	}
 	return bin
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/uki/ukitest"
 )
 
@@ -164,13 +165,9 @@ func TestReadAtAnywhere(t *testing.T) {
 // and Assemble put the same sections at the same addresses with the same
 // contents.
 func TestMatchesObjcopy(t *testing.T) {
-	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skip("no objcopy (binutils)")
-	}
+	netnstest.NeedPrograms(t, "objcopy")
 	stub, err := os.ReadFile(EFIStub)
-	if err != nil {
-		t.Skipf("no systemd stub: %v", err)
-	}
+	netnstest.NeedNoError(t, "systemd's EFI stub (Debian package systemd-boot-efi)", err)
 	dir := t.TempDir()
 	p := testParts(randomBytes(123_457, 6), randomBytes(54_321, 7))
 	im, err := Assemble(stub, p.Sections()...)

@@ -21,12 +21,10 @@ import (
 // a BMC on 127.0.0.1, so neither root nor a namespace is needed.
 func needProgram(t testing.TB, prog string) string {
 	t.Helper()
+	netnstest.NeedPrograms(t, prog)
 	p, err := exec.LookPath(prog)
 	if err != nil {
-		if netnstest.RequireAll() {
-			t.Fatalf("needs %s (required in CI; run 'make deps' as root)", prog)
-		}
-		t.Skipf("needs %s on PATH", prog)
+		t.Fatal(err)
 	}
 	return p
 }
@@ -116,12 +114,7 @@ print(json.dumps(out))
 // certificate (pinned as sushy's CA bundle).
 func TestIntegrationSushy(t *testing.T) {
 	py := needProgram(t, "/usr/bin/python3")
-	if err := exec.Command(py, "-c", "import sushy").Run(); err != nil {
-		if netnstest.RequireAll() {
-			t.Fatalf("needs python3-sushy for /usr/bin/python3: %v", err)
-		}
-		t.Skipf("needs python3-sushy for /usr/bin/python3: %v", err)
-	}
+	netnstest.NeedNoError(t, "python3-sushy for /usr/bin/python3", exec.Command(py, "-c", "import sushy").Run())
 	script := filepath.Join(t.TempDir(), "sushy_reset.py")
 	if err := os.WriteFile(script, []byte(sushyScript), 0o644); err != nil {
 		t.Fatal(err)

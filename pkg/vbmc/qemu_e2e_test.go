@@ -5,7 +5,6 @@ package vbmc
 import (
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,12 +19,7 @@ import (
 // GracefulShutdown presses the power button (a guest without an OS ignores
 // it, so the grace period ends in a forced off), ForceOff stops it.
 func TestE2EQEMUBackend(t *testing.T) {
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		if netnstest.RequireAll() {
-			t.Fatal("needs qemu-system-x86_64 (required in CI; run 'make deps' as root)")
-		}
-		t.Skip("needs qemu-system-x86_64 on PATH")
-	}
+	netnstest.NeedPrograms(t, "qemu-system-x86_64")
 	q := &QEMU{Args: []string{"-machine", "q35", "-accel", "tcg", "-m", "64", "-nodefaults", "-display", "none", "-no-reboot"},
 		Grace: 2 * time.Second}
 	t.Cleanup(func() { _ = q.PowerOff(t.Context()) })

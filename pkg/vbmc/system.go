@@ -49,6 +49,7 @@ func (b *BMC) reset(w http.ResponseWriter, r *http.Request, p string) {
 		return
 	}
 	b.logReset(rt, tr)
+	b.firmwarePower(tr)
 	target := ""
 	if tr.boot {
 		target = b.bootEvent(sys)

@@ -67,6 +67,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Seed makes fault randomness reproducible.
 	Seed int64
+	// Update scripts the UpdateService: task time, apply time and faults
+	// (see Update).
+	Update Update
 }
 
 // Faults are injected into requests, in this order: latency, hang, dropped
@@ -111,6 +114,8 @@ type BMC struct {
 	powered  string                    // System the Backend drives ("" = none)
 	script   *script                   // scripted readings (Script), nil: the mockup's
 	logs     logState                  // the event log (SEL) and where the log services live
+	upd      updateState               // the UpdateService's tasks and staged firmware (update.go)
+	paths    updatePaths               // where the UpdateService takes requests
 
 	requests     atomic.Int64
 	inFlight     atomic.Int64
@@ -133,6 +138,9 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 		return nil, err
 	}
 	if err := cfg.Lockout.check(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Update.check(); err != nil {
 		return nil, err
 	}
 	log := cfg.Logger
@@ -169,6 +177,7 @@ func newBMC(cfg Config, t *tree) (*BMC, error) {
 		}
 	}
 	b.initLogs()
+	b.initUpdate()
 	return b, nil
 }
 
@@ -243,6 +252,19 @@ func (b *BMC) serve(w *recorder, r *http.Request) string {
 	if f := b.faults.apply(r.Context(), w, r); f != "" {
 		return f
 	}
+	b.mu.Lock()
+	b.advanceUpdates()
+	down := b.restarting()
+	b.mu.Unlock()
+	if down {
+		// A BMC restarting after a flash: the connection ends unanswered.
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		conn.Close()
+		return "restarting"
+	}
 	p := cleanPath(r.URL.Path)
 	if p == "/redfish" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -252,7 +274,7 @@ func (b *BMC) serve(w *recorder, r *http.Request) string {
 		writeJSON(w, http.StatusOK, []byte(`{"v1": "/redfish/v1/"}`+"\n"), "")
 		return "ok"
 	}
-	if !strings.HasPrefix(p, serviceRoot) {
+	if !strings.HasPrefix(p, serviceRoot) && (p != b.paths.push || p == "") {
 		writeError(w, http.StatusNotFound, msgMissing(r.URL.Path))
 		return "ok"
 	}
@@ -287,6 +309,9 @@ func (b *BMC) route(w http.ResponseWriter, r *http.Request, p string) {
 }
 
 func (b *BMC) get(w http.ResponseWriter, p string, q url.Values) {
+	if b.monitor(w, p) {
+		return
+	}
 	b.mu.Lock()
 	b.expireLocks()
 	if doc, found, bad := b.logDoc(p, q); found || bad != nil {
@@ -324,6 +349,8 @@ func (b *BMC) post(w http.ResponseWriter, r *http.Request, p string) {
 	case strings.HasSuffix(p, "/Actions/VirtualMedia.InsertMedia"),
 		strings.HasSuffix(p, "/Actions/VirtualMedia.EjectMedia"):
 		b.mediaAction(w, r, p)
+	case b.isUpdatePost(p):
+		b.postUpdate(w, r, p)
 	default:
 		b.notAllowed(w, r, p)
 	}
@@ -360,6 +387,8 @@ func (b *BMC) patch(w http.ResponseWriter, r *http.Request, p string) {
 		status, msg = b.patchAccountService(p, body)
 	case typeIs(doc, "VirtualMedia"):
 		status, msg = b.patchMedia(p, body)
+	case typeIs(doc, "UpdateService"):
+		status, msg = b.patchUpdateService(p, body)
 	default:
 		status, msg = http.StatusMethodNotAllowed, ptr(msgNotAllowed(r.Method, p))
 	}

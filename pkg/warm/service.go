@@ -105,21 +105,41 @@ type Service struct {
 	Kexec func(kernel, initrd, cmdline string) error
 
 	mu   sync.Mutex
-	seen map[string]time.Time // nonces, until their request expires
+	seen *nonces // taken, until their request expires; kept in a file
 	busy bool
 }
 
-// NewService builds the service from the installed system's Config; dir
-// holds the downloaded kernel and initrd (a tmpfs: /run).
-func NewService(cfg Config, dir string, kexec func(kernel, initrd, cmdline string) error, log *slog.Logger) (*Service, error) {
+// Options are the service's local settings.
+type Options struct {
+	// Dir holds the downloaded kernel and initrd (a tmpfs: /run).
+	Dir string
+	// Nonces is the file of the nonces taken (NoncePath), so that a
+	// restart of the service does not take a request a second time.
+	Nonces string
+	// Kexec loads kernel and initrd and jumps (pid1.Kexec).
+	Kexec  func(kernel, initrd, cmdline string) error
+	Logger *slog.Logger
+}
+
+// NewService builds the service from the installed system's Config and
+// reads the nonces it has taken before.
+func NewService(cfg Config, opt Options) (*Service, error) {
 	pub, err := cfg.PublicKey()
 	if err != nil {
 		return nil, err
 	}
+	if opt.Dir == "" || opt.Nonces == "" {
+		return nil, errors.New("warm service: a download folder and a nonce file are required")
+	}
+	seen, err := loadNonces(opt.Nonces)
+	if err != nil {
+		return nil, err
+	}
+	log := opt.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, pub: pub, log: log, now: time.Now, dir: dir, Kexec: kexec, seen: map[string]time.Time{},
+	return &Service{cfg: cfg, pub: pub, log: log, now: time.Now, dir: opt.Dir, Kexec: opt.Kexec, seen: seen,
 		http: &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{Proxy: nil}}}, nil
 }
 
@@ -141,24 +161,23 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	now := s.now()
-	for n, until := range s.seen {
-		if now.After(until) {
-			delete(s.seen, n)
-		}
-	}
-	_, replay := s.seen[req.Nonce]
 	busy := s.busy
-	if !replay && !busy {
-		s.seen[req.Nonce], s.busy = req.NotAfter, true
+	var fresh bool
+	if !busy {
+		fresh, err = s.seen.take(req.Nonce, req.NotAfter, s.now())
+		s.busy = fresh
 	}
 	s.mu.Unlock()
 	switch {
-	case replay:
-		http.Error(w, "request already used (nonce seen)", http.StatusConflict)
-		return
 	case busy:
 		http.Error(w, "a warm reimage is already under way", http.StatusConflict)
+		return
+	case err != nil:
+		s.log.Error("warm reimage request refused", "job", req.Job, "err", err)
+		http.Error(w, err.Error()+": refused, since a request whose nonce is not kept could be taken again", http.StatusServiceUnavailable)
+		return
+	case !fresh:
+		http.Error(w, "request already used (nonce seen)", http.StatusConflict)
 		return
 	}
 	s.log.Info("warm reimage: kexec into the agent", "job", req.Job)

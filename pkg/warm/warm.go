@@ -13,11 +13,13 @@
 //
 // What the signature buys: nobody but this server can make a production
 // node drop its workload and reboot; a captured request is refused after
-// MaxAge and a second time within it (its nonce). What it does not: the
-// server does not verify the node's TLS certificate (it is self-signed at
-// each start, and the request carries no secret); a node impersonated on
-// the boot network gets at most what its iPXE script would give, the same
-// exposure as a network boot.
+// MaxAge and a second time within it (its nonce, kept in a file so that a
+// restart of the service does not forget it; nonces.go). The listener cuts
+// slow and idle clients and caps connections per address (listen.go).
+// What it does not: the server does not verify the node's TLS certificate
+// (it is self-signed at each start, and the request carries no secret); a
+// node impersonated on the boot network gets at most what its iPXE script
+// would give, the same exposure as a network boot.
 package warm
 
 import (

@@ -157,14 +157,14 @@ func TestServiceKexecsIntoTheAgent(t *testing.T) {
 	cfg := Config{Server: boot.URL, Machine: "m-1", MAC: "52:54:00:00:00:01", Key: EncodePublic(key.Public().(ed25519.PublicKey)), Port: Port}
 	var mu sync.Mutex
 	kexeced := make(chan []string, 1)
-	svc, err := NewService(cfg, t.TempDir(), func(k, i, cmdline string) error {
+	svc, err := NewService(cfg, Options{Dir: t.TempDir(), Nonces: filepath.Join(t.TempDir(), "nonces.json"), Kexec: func(k, i, cmdline string) error {
 		kb, _ := os.ReadFile(k)
 		ib, _ := os.ReadFile(i)
 		mu.Lock()
 		defer mu.Unlock()
 		kexeced <- []string{string(kb), string(ib), cmdline}
 		select {} // a kexec does not return
-	}, nil)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

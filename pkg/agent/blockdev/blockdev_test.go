@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -106,9 +107,7 @@ func TestListFakeTree(t *testing.T) {
 }
 
 func TestListThisMachine(t *testing.T) {
-	if _, err := os.Stat("/sys/block"); err != nil {
-		t.Skip("no /sys/block here")
-	}
+	netnstest.NeedFiles(t, "sysfs", "/sys/block")
 	disks, err := List("/")
 	if err != nil {
 		t.Fatal(err)

@@ -62,16 +62,19 @@ func Run(inv machine.Inventory, cs []recipe.Check, want recipe.Hardware) []api.C
 		switch {
 		case ok:
 			r := f(inv, c, want)
-			r.Name = c.Name
+			r.Name, r.Verdict = c.Name, api.VerdictFailed
+			if r.OK {
+				r.Verdict = api.VerdictPassed
+			}
 			if !r.OK && c.Optional {
 				r.Detail = "optional, not met: " + r.Detail
 			}
 			out = append(out, r)
 		case known && spec.Stage != recipe.StageAgent:
-			out = append(out, api.CheckResult{Name: c.Name, Skipped: true,
+			out = append(out, api.CheckResult{Name: c.Name, Skipped: true, Verdict: api.VerdictCouldNotRun,
 				Detail: fmt.Sprintf("a %s check: the installed OS runs it at first boot, not the agent", spec.Stage)})
 		default:
-			out = append(out, api.CheckResult{Name: c.Name, Skipped: c.Optional,
+			out = append(out, api.CheckResult{Name: c.Name, Skipped: c.Optional, Verdict: api.VerdictCouldNotRun,
 				Detail: fmt.Sprintf("unknown check %q: this agent runs %s", c.Name, strings.Join(Names(), ", "))})
 		}
 	}
@@ -229,10 +232,21 @@ func PCIeLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.C
 	if len(inv.GPUs) == 0 && len(want.GPUs) > 0 {
 		return api.CheckResult{Detail: "no GPUs found"}
 	}
+	if n := wantGPUs(want); len(inv.GPUs) < n {
+		bad = append(bad, fmt.Sprintf("%d of the recipe's %d GPUs have no link to judge (found %d)", n-len(inv.GPUs), n, len(inv.GPUs)))
+	}
 	if len(bad) > 0 {
 		return api.CheckResult{Value: float64(len(bad)), Detail: "degraded: " + strings.Join(bad, "; ")}
 	}
 	return api.CheckResult{OK: true, Detail: fmt.Sprintf("%d GPU and %d NIC links at full width and speed", len(inv.GPUs), nics)}
+}
+
+func wantGPUs(want recipe.Hardware) int {
+	n := 0
+	for _, g := range want.GPUs {
+		n += g.Count
+	}
+	return n
 }
 
 // degraded lists why one GPU's link falls short of spec's width and generation.
@@ -308,9 +322,12 @@ func MemorySize(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api
 	return api.CheckResult{OK: ok, Value: float64(mib), Detail: detail}
 }
 
-// NICLink: for each recipe NIC group with a speed, at least Count (default 1)
-// ports are up at that speed or faster. With Min (bits per second) instead:
-// at least one port up at Min. Value is the fastest up port's Mbps.
+// NICLink: for each recipe NIC group with a speed, at least Count (default
+// 1) ports of its model are up at that speed or faster. With Min (bits per
+// second) instead: the check's count of ports up at Min or faster, where
+// the count defaults to the ports of the recipe's NIC groups at Min or
+// faster (else 1): 7 of 8 fabric links up fails. Every port that falls
+// short is named. Value is the fastest up port's Mbps.
 func NICLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.CheckResult {
 	fastest := 0
 	for _, n := range inv.NICs {
@@ -318,38 +335,72 @@ func NICLink(inv machine.Inventory, c recipe.Check, want recipe.Hardware) api.Ch
 			fastest = n.SpeedMbps
 		}
 	}
-	type group struct {
-		model string
-		bps   float64
-		count int
-		text  string
-	}
-	var groups []group
-	for _, g := range want.NICs {
-		if g.Speed > 0 {
-			groups = append(groups, group{g.Model, float64(g.Speed.Mbps()) * 1e6, max(g.Count, 1), g.Speed.String()})
-		}
-	}
-	if c.Min.Value > 0 {
-		groups = []group{{bps: c.Min.Value, count: 1, text: c.Min.String()}}
-	}
 	var miss []string
-	for _, g := range groups {
-		n := 0
+	for _, g := range nicGroups(c, want) {
+		var up int
+		var short []string
 		for _, nic := range inv.NICs {
-			if nic.LinkUp && float64(nic.SpeedMbps)*1e6 >= g.bps &&
-				(g.model == "" || strings.Contains(strings.ToLower(nic.Model), strings.ToLower(g.model))) {
-				n++
+			if g.model != "" && !strings.Contains(strings.ToLower(nic.Model), strings.ToLower(g.model)) {
+				continue
+			}
+			if nic.LinkUp && float64(nic.SpeedMbps)*1e6 >= g.bps {
+				up++
+			} else {
+				short = append(short, nicState(nic))
 			}
 		}
-		if n < g.count {
-			miss = append(miss, strings.Join(strings.Fields(fmt.Sprintf("%d of %d %s ports up at %s", n, g.count, g.model, g.text)), " "))
+		if up < g.count {
+			m := strings.Join(strings.Fields(fmt.Sprintf("%d of %d %s ports up at %s", up, g.count, g.model, g.text)), " ")
+			if len(short) > 0 {
+				m += " (not: " + strings.Join(short, ", ") + ")"
+			}
+			miss = append(miss, m)
 		}
 	}
 	if len(miss) > 0 {
 		return api.CheckResult{Value: float64(fastest), Detail: "found " + strings.Join(miss, "; ") + "; ports: " + nicList(inv.NICs)}
 	}
 	return api.CheckResult{OK: true, Value: float64(fastest), Detail: "ports: " + nicList(inv.NICs)}
+}
+
+// nicGroup is a number of ports that must be up at a speed.
+type nicGroup struct {
+	model string
+	bps   float64
+	count int
+	text  string
+}
+
+// nicGroups: the recipe's NIC groups with a speed, or, with the check's
+// min, one group of its count at min.
+func nicGroups(c recipe.Check, want recipe.Hardware) []nicGroup {
+	var groups []nicGroup
+	atMin := 0
+	for _, g := range want.NICs {
+		if g.Speed <= 0 {
+			continue
+		}
+		bps := float64(g.Speed.Mbps()) * 1e6
+		groups = append(groups, nicGroup{g.Model, bps, max(g.Count, 1), g.Speed.String()})
+		if c.Min.Value > 0 && bps >= c.Min.Value {
+			atMin += max(g.Count, 1)
+		}
+	}
+	if c.Min.Value <= 0 {
+		return groups
+	}
+	n := c.Count
+	if n <= 0 {
+		n = max(atMin, 1)
+	}
+	return []nicGroup{{bps: c.Min.Value, count: n, text: c.Min.String()}}
+}
+
+func nicState(n machine.NIC) string {
+	if !n.LinkUp {
+		return n.Name + " down"
+	}
+	return fmt.Sprintf("%s up %dMbps", n.Name, n.SpeedMbps)
 }
 
 func nicList(ns []machine.NIC) string {

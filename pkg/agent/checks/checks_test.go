@@ -2,6 +2,7 @@ package checks
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -114,17 +115,23 @@ func TestChecks(t *testing.T) {
 		"nic min 400Gbps":                 {nil, recipe.Check{Name: "nic-link", Min: q("400Gbps")}, res{true, false, 400000}},
 		"nic 1GbE fails 400Gbps":          {func(i *machine.Inventory, _ *recipe.Hardware) { i.NICs = i.NICs[:1] }, recipe.Check{Name: "nic-link", Min: q("400Gbps")}, res{false, false, 1000}},
 		"nic min above the ports":         {nil, recipe.Check{Name: "nic-link", Min: q("800Gbps")}, res{false, false, 400000}},
-		"disk present":                    {nil, recipe.Check{Name: "disk-present"}, res{true, false, 2}},
-		"disk data missing":               {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = i.Disks[:1] }, recipe.Check{Name: "disk-present"}, res{false, false, 1}},
-		"disk min count":                  {nil, recipe.Check{Name: "disk-present", Min: recipe.Number(3)}, res{false, false, 2}},
-		"disk max count":                  {nil, recipe.Check{Name: "disk-present", Max: recipe.Number(1)}, res{false, false, 2}},
-		"disk health ok":                  {nil, recipe.Check{Name: "disk-health"}, res{true, false, 0}},
-		"disk health dead":                {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks[1].Health = "dead" }, recipe.Check{Name: "disk-health"}, res{false, false, 1}},
-		"disk health no disks":            {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = nil }, recipe.Check{Name: "disk-health"}, res{false, false, 0}},
-		"gpu-burn skipped":                {nil, recipe.Check{Name: "gpu-burn"}, res{false, true, 0}},
-		"nccl skipped":                    {nil, recipe.Check{Name: "nccl-allreduce", Min: q("350GB/s")}, res{false, true, 0}},
-		"unknown check fails":             {nil, recipe.Check{Name: "gpu-burnin"}, res{false, false, 0}},
-		"unknown optional skipped":        {nil, recipe.Check{Name: "gpu-burnin", Optional: true}, res{false, true, 0}},
+		// 8 fabric ports, one down: one port up at min is not enough (it was before count).
+		"nic 7 of 8 fabric links up fails":                 {eightFabricPorts(1), recipe.Check{Name: "nic-link", Min: q("400Gbps"), Count: 8}, res{false, false, 400000}},
+		"nic 8 of 8 fabric links up":                       {eightFabricPorts(0), recipe.Check{Name: "nic-link", Min: q("400Gbps"), Count: 8}, res{true, false, 400000}},
+		"nic min without count holds the recipe's 8 ports": {eightFabricPorts(1), recipe.Check{Name: "nic-link", Min: q("400Gbps")}, res{false, false, 400000}},
+		"nic count below the ports up":                     {eightFabricPorts(1), recipe.Check{Name: "nic-link", Min: q("400Gbps"), Count: 7}, res{true, false, 400000}},
+		"pcie a GPU of the recipe missing":                 {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = i.GPUs[1:] }, recipe.Check{Name: "pcie-link"}, res{false, false, 1}},
+		"disk present":                                     {nil, recipe.Check{Name: "disk-present"}, res{true, false, 2}},
+		"disk data missing":                                {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = i.Disks[:1] }, recipe.Check{Name: "disk-present"}, res{false, false, 1}},
+		"disk min count":                                   {nil, recipe.Check{Name: "disk-present", Min: recipe.Number(3)}, res{false, false, 2}},
+		"disk max count":                                   {nil, recipe.Check{Name: "disk-present", Max: recipe.Number(1)}, res{false, false, 2}},
+		"disk health ok":                                   {nil, recipe.Check{Name: "disk-health"}, res{true, false, 0}},
+		"disk health dead":                                 {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks[1].Health = "dead" }, recipe.Check{Name: "disk-health"}, res{false, false, 1}},
+		"disk health no disks":                             {func(i *machine.Inventory, _ *recipe.Hardware) { i.Disks = nil }, recipe.Check{Name: "disk-health"}, res{false, false, 0}},
+		"gpu-burn skipped":                                 {nil, recipe.Check{Name: "gpu-burn"}, res{false, true, 0}},
+		"nccl skipped":                                     {nil, recipe.Check{Name: "nccl-allreduce", Min: q("350GB/s")}, res{false, true, 0}},
+		"unknown check fails":                              {nil, recipe.Check{Name: "gpu-burnin"}, res{false, false, 0}},
+		"unknown optional skipped":                         {nil, recipe.Check{Name: "gpu-burnin", Optional: true}, res{false, true, 0}},
 		"optional failure stays failed": {func(i *machine.Inventory, _ *recipe.Hardware) { i.GPUs = i.GPUs[1:] },
 			recipe.Check{Name: "gpu-count", Optional: true}, res{false, false, 7}},
 	}
@@ -184,6 +191,35 @@ func TestRegistryAgrees(t *testing.T) {
 	}
 }
 
+// eightFabricPorts gives the node 8 ConnectX-7 400G ports, down of them
+// down, and the recipe 8 of them.
+func eightFabricPorts(down int) func(*machine.Inventory, *recipe.Hardware) {
+	return func(i *machine.Inventory, h *recipe.Hardware) {
+		i.NICs = i.NICs[:1]
+		for p := range 8 {
+			i.NICs = append(i.NICs, machine.NIC{Name: "ib" + string(rune('0'+p)), Model: "ConnectX-7", SpeedMbps: 400000, LinkUp: p >= down})
+		}
+		h.NICs[0].Count = 8
+	}
+}
+
+// TestNICLinkNamesPorts: the ports that fall short are named, and the
+// verdict kind is set.
+func TestNICLinkNamesPorts(t *testing.T) {
+	inv, want := node(), hw()
+	eightFabricPorts(1)(&inv, &want)
+	inv.NICs[5].SpeedMbps = 200000
+	rs := Run(inv, []recipe.Check{{Name: "nic-link", Min: q("400Gbps"), Count: 8}, {Name: "gpu-count"}, {Name: "gpu-burn"}}, want)
+	if w := "found 6 of 8 ports up at 400Gbps (not: eno1 up 1000Mbps, ib0 down, ib4 up 200000Mbps)"; !strings.HasPrefix(rs[0].Detail, w) {
+		t.Errorf("detail %q, want it to start %q", rs[0].Detail, w)
+	}
+	for i, v := range []api.Verdict{api.VerdictFailed, api.VerdictPassed, api.VerdictCouldNotRun} {
+		if rs[i].Verdict != v {
+			t.Errorf("%s: verdict %q, want %q", rs[i].Name, rs[i].Verdict, v)
+		}
+	}
+}
+
 // TestDetails: what a failure says names what was expected.
 func TestDetails(t *testing.T) {
 	inv := node()
@@ -198,7 +234,7 @@ func TestDetails(t *testing.T) {
 		{Name: "gpu-burn"},
 	}, want)
 	for i, w := range []string{
-		"found 0 of 1 ports up at 400Gbps; ports: eno1 up 1000Mbps",
+		"found 0 of 1 ports up at 400Gbps (not: eno1 up 1000Mbps); ports: eno1 up 1000Mbps",
 		"degraded: 0000:12:00.0 (NVIDIA H100 80GB HBM3): x8, expected x16, Gen4, expected Gen5",
 		"optional, not met: found 2TiB, expected at least 4TiB (2% tolerance)",
 		"a burn-in check: the installed OS runs it at first boot, not the agent",

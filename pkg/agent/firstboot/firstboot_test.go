@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -134,9 +135,7 @@ func TestExecRunner(t *testing.T) {
 		t.Error("a missing program ran")
 	}
 	sh := "/bin/sh"
-	if _, err := os.Stat(sh); err != nil {
-		t.Skip("no /bin/sh")
-	}
+	netnstest.NeedFiles(t, "a POSIX shell", sh)
 	out, err := Exec(context.Background(), sh, "-c", "echo 'CUDA Version: 12.2'")
 	if err != nil || CUDADriverVersion(out) != "12.2" {
 		t.Errorf("Exec: %q %v", out, err)

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // benchImage writes a 1 GiB disk-like raw image: 40% zero runs, 35%
@@ -77,11 +79,7 @@ func benchImage(b *testing.B, path string, size int) {
 // and the same with the suffix -multiframe for the image cut into 32 MiB
 // frames (both sides read that same file).
 func BenchmarkImageWrite(b *testing.B) {
-	for _, p := range []string{"curl", "zstd", "dd", "sh"} {
-		if _, err := exec.LookPath(p); err != nil {
-			b.Skipf("needs %s", p)
-		}
-	}
+	netnstest.NeedPrograms(b, "curl", "zstd", "dd", "sh")
 	dir := b.TempDir()
 	raw := filepath.Join(dir, "img.raw")
 	const size = 1 << 30

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // TestIntegrationLoopDevice writes an image onto a real block device (a loop
@@ -18,9 +20,7 @@ import (
 // zero runs (so the garbage under them must come back as zeros), O_DIRECT
 // and BLKFLSBUF.
 func TestIntegrationLoopDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a loop device")
-	}
+	netnstest.NeedRoot(t, "a loop device")
 	backing := filepath.Join(t.TempDir(), "backing.img")
 	junk := bytes.Repeat([]byte{0xa5}, 96<<20)
 	if err := os.WriteFile(backing, junk, 0o644); err != nil {
@@ -28,7 +28,7 @@ func TestIntegrationLoopDevice(t *testing.T) {
 	}
 	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
 	if err != nil {
-		t.Skipf("no loop device here: %v: %s", err, out)
+		netnstest.Missing(t, "no loop device here: %v: %s", err, out)
 	}
 	dev := strings.TrimSpace(string(out))
 	defer exec.Command("losetup", "-d", dev).Run()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 func fakeSMI(path string) func(context.Context, ...string) ([]byte, error) {
@@ -93,9 +94,7 @@ func TestMemoryFallback(t *testing.T) {
 // TestReadThisMachine reads the real /sys and /proc of the machine running
 // the test.
 func TestReadThisMachine(t *testing.T) {
-	if _, err := os.Stat("/proc/cpuinfo"); err != nil {
-		t.Skip("no /proc/cpuinfo")
-	}
+	netnstest.NeedFiles(t, "procfs", "/proc/cpuinfo")
 	inv := Read(context.Background(), Options{})
 	if len(inv.CPUs) == 0 || inv.CPUs[0].Threads == 0 {
 		t.Errorf("no CPUs: %+v (problems %+v)", inv.CPUs, inv.Problems)

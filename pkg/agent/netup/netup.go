@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +20,8 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"golang.org/x/sys/unix"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // Config says how to bring the network up.
@@ -82,7 +83,7 @@ func Up(ctx context.Context, cfg Config) (Lease, error) {
 		return l, err
 	}
 	if cfg.ResolvConf != "" && len(l.DNS) > 0 {
-		if err := os.WriteFile(cfg.ResolvConf, []byte(ResolvConf(l.DNS)), 0o644); err != nil {
+		if err := durable.WriteFile(cfg.ResolvConf, []byte(ResolvConf(l.DNS)), 0o644); err != nil {
 			return l, fmt.Errorf("writing %s: %w", cfg.ResolvConf, err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ingot-dev/ingot/pkg/durable"
 )
 
 // Installed is a kernel found on the written disk, for kexec.
@@ -149,37 +151,14 @@ func isRoot(dir string) bool {
 	return false
 }
 
-// writeSynced writes data to p (its folder made 0755) with mode and syncs
-// file and folder, so a reboot right after cannot lose it.
+// writeSynced writes data to p (its folder made 0755) with mode through a
+// temporary file renamed over it, file and folder synced: a reboot or a
+// power cut right after leaves the old file or the new one whole.
 func writeSynced(p string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	d, err := os.Open(filepath.Dir(p))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.WriteFile(p, data, mode)
 }
 
 // partitions re-reads disk's partition table and returns its partition

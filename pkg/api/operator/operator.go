@@ -10,7 +10,6 @@
 package operator
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -19,6 +18,11 @@ import (
 // VersionHeader carries the server's version on every answer; the CLI warns
 // when it differs from its own.
 const VersionHeader = "X-Ingot-Version"
+
+// BootstrapTokenFile is the file in the server's data folder that a fresh
+// server writes its first operator token's secret to (root only); the CLI
+// and the lab read it when nothing else names a token.
+const BootstrapTokenFile = "admin.token"
 
 // Error is the body of every answer with a status of 400 or more.
 type Error struct {
@@ -75,21 +79,21 @@ type InventoryDiff struct {
 	Changes []machine.Change `json:"changes"`
 }
 
-// Job is a reimage or rollout job. Spec and Status are the job kind's own
-// (engine.ReimageSpec/ReimageStatus, RolloutSpec/RolloutStatus).
+// Job is a reimage (kind reimage, a restore drill's too) or a rollout: its
+// progress is Reimage or Rollout, whichever its kind has.
 type Job struct {
-	ID       string          `json:"id"`
-	Kind     string          `json:"kind"` // reimage, rollout
-	Machines []string        `json:"machines"`
-	State    string          `json:"state"` // running, succeeded, failed, canceled
-	Step     string          `json:"step,omitempty"`
-	Attempt  int             `json:"attempt,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	Spec     json.RawMessage `json:"spec,omitempty"`
-	Status   json.RawMessage `json:"status,omitempty"`
-	Created  time.Time       `json:"created"`
-	Updated  time.Time       `json:"updated"`
-	Deadline time.Time       `json:"deadline,omitempty"`
+	ID       string         `json:"id"`
+	Kind     string         `json:"kind"` // reimage, rollout
+	Machines []string       `json:"machines"`
+	State    string         `json:"state"` // running, succeeded, failed, cancelled
+	Step     string         `json:"step,omitempty"`
+	Attempt  int            `json:"attempt,omitempty"`
+	Reason   string         `json:"reason,omitempty"`
+	Reimage  *ReimageStatus `json:"reimage,omitempty"`
+	Rollout  *RolloutStatus `json:"rollout,omitempty"`
+	Created  time.Time      `json:"created"`
+	Updated  time.Time      `json:"updated"`
+	Deadline time.Time      `json:"deadline,omitempty"`
 }
 
 // Job states.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 func TestCleanPath(t *testing.T) {
@@ -116,9 +118,7 @@ func TestOpen(t *testing.T) {
 func TestDeviceNodeInsideRoot(t *testing.T) {
 	dir := t.TempDir()
 	// /dev/null's numbers: 1,3. Needs root (CAP_MKNOD).
-	if err := syscall.Mknod(filepath.Join(dir, "null"), syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
-		t.Skipf("mknod needs root: %v", err)
-	}
+	netnstest.NeedNoError(t, "mknod needs root (CAP_MKNOD)", syscall.Mknod(filepath.Join(dir, "null"), syscall.S_IFCHR|0o666, 1<<8|3))
 	d, _ := New([]string{dir}, nil)
 	if f, err := d.Open("null"); !errors.Is(err, ErrNotFile) {
 		if f != nil {

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 	"golang.org/x/sys/unix"
@@ -88,7 +90,7 @@ func startPeer(b testing.TB, name string, srv *netns.NS) peer {
 				cmd.Process.Kill()
 			}
 			cmd.Wait()
-			st, err := store.Open(db, benchStoreOptions)
+			st, err := bolt.Open(db, benchStoreOptions)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -186,7 +188,7 @@ func benchServer(db string) error {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	st, err := store.Open(db, benchStoreOptions)
+	st, err := bolt.Open(db, benchStoreOptions)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
 	"github.com/ingot-dev/ingot/pkg/boot/ra"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -29,7 +31,7 @@ import (
 // server on :8080 serving a script that prints a marker.
 type e2eLab struct {
 	ns   *netns.NS
-	st   *store.Bolt
+	st   *bolt.Store
 	mode string
 	hits chan string
 }
@@ -49,7 +51,7 @@ func newE2ELabMode(t *testing.T, mode string) *e2eLab {
 	if err := ns.AddTap(ctx, "tap0", "br0"); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(filepath.Join(t.TempDir(), "ingot.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "ingot.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

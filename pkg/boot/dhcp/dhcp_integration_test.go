@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/dhcpv4/nclient4"
 	"golang.org/x/sys/unix"
@@ -86,9 +88,9 @@ func serve(t *testing.T, ns *netns.NS, cfg dhcp.Config) (stop func()) {
 	return stop
 }
 
-func openStore(t *testing.T, path string) *store.Bolt {
+func openStore(t *testing.T, path string) *bolt.Store {
 	t.Helper()
-	st, err := store.Open(path, store.Options{Timeout: time.Second})
+	st, err := bolt.Open(path, store.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +146,7 @@ func udhcpcOnce(t *testing.T, cli *netns.NS, extra ...string) map[string]string 
 	return nil
 }
 
-func leaseOf(t *testing.T, st *store.Bolt, mac string) *store.Lease {
+func leaseOf(t *testing.T, st *bolt.Store, mac string) *store.Lease {
 	t.Helper()
 	l, err := st.LeaseByMAC(context.Background(), mac)
 	if err != nil {

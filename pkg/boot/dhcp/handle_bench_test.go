@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -20,7 +22,7 @@ import (
 //
 //	go test -run '^$' -bench HandleBolt ./pkg/boot/dhcp/
 func BenchmarkHandleBolt(b *testing.B) {
-	st, err := store.Open(filepath.Join(b.TempDir(), "ingot.db"), store.Options{})
+	st, err := bolt.Open(filepath.Join(b.TempDir(), "ingot.db"), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

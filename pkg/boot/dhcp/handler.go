@@ -92,7 +92,11 @@ func (h *Handler) Handle(ctx context.Context, req *dhcpv4.DHCPv4, in Meta) (*dhc
 
 func (h *Handler) handle(ctx context.Context, req *dhcpv4.DHCPv4, in Meta) (*dhcpv4.DHCPv4, error) {
 	if req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet || len(req.ClientHWAddr) != 6 {
-		return nil, nil // not an Ethernet client request: leases are keyed by MAC
+		// Not an Ethernet client request (an hlen of 8 or 20 is no boot
+		// NIC's): leases are keyed by 6-byte MACs. Dropped in silence.
+		h.cfg.Logger.Debug("dhcp request ignored: expected a BOOTREQUEST from a 6-byte Ethernet chaddr",
+			"op", req.OpCode.String(), "htype", req.HWType.String(), "hlen", len(req.ClientHWAddr))
+		return nil, nil
 	}
 	switch h.cfg.Mode {
 	case ModeProxy:

@@ -299,6 +299,23 @@ func TestHandleExchanges(t *testing.T) {
 			m.ClientHWAddr = m.ClientHWAddr[:4]
 			return m
 		}, want: ""}}},
+		// hlen 8 (an EUI-64) and 16 (the most chaddr holds): not a 6-byte
+		// Ethernet MAC, so no lease, in either mode.
+		"full-eui64-chaddr": {steps: []step{{req: func(*scn) *dhcpv4.DHCPv4 {
+			m := pkt(macA, dhcpv4.MessageTypeDiscover)
+			m.ClientHWAddr = append(m.ClientHWAddr, 0xfe, 0x80)
+			return m
+		}, want: ""}}},
+		"full-16-byte-chaddr": {steps: []step{{req: func(*scn) *dhcpv4.DHCPv4 {
+			m := pkt(macA, dhcpv4.MessageTypeDiscover)
+			m.ClientHWAddr = append(m.ClientHWAddr, make([]byte, 10)...)
+			return m
+		}, want: ""}}},
+		"proxy-eui64-chaddr": {cfg: func(c *Config) { c.Mode = ModeProxy; c.Pools = nil }, steps: []step{{req: func(*scn) *dhcpv4.DHCPv4 {
+			m := pkt(macA, dhcpv4.MessageTypeDiscover, ovmf...)
+			m.ClientHWAddr = append(m.ClientHWAddr, 0xfe, 0x80)
+			return m
+		}, want: ""}}},
 		"full-port-4011-ignored": {steps: []step{{req: discover(macA, ovmf...), port: PXEPort, want: ""}}},
 		"proxy-ovmf": {
 			cfg: func(c *Config) { c.Mode = ModeProxy; c.Pools = nil },

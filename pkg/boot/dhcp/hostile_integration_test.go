@@ -12,10 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
-	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // Sizes of the hostile test: well under a minute on two shared cores.
@@ -98,7 +99,7 @@ func TestIntegrationHostileBurstThenStorm(t *testing.T) {
 
 // checkAcksStored checks that each address the storm was ACKed is the
 // store's bound lease of the MAC it was ACKed to.
-func checkAcksStored(t *testing.T, g *loadgen, st *store.Bolt) {
+func checkAcksStored(t *testing.T, g *loadgen, st *bolt.Store) {
 	t.Helper()
 	bad := 0
 	g.acked.Range(func(k, v any) bool {

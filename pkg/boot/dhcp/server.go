@@ -147,14 +147,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	// Long-lived workers, not a goroutine per packet: their stacks stay
 	// grown (per-packet goroutines spent 15% of the CPU growing stacks).
 	work := make(chan job, 4*maxInFlight)
+	copies := newCopies()
 	var workers sync.WaitGroup
 	for range maxInFlight {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
 			for j := range work {
-				if time.Since(j.at) > staleAfter {
-					// Overload: the client has retransmitted by now, and
+				if copies.stale(j, time.Now()) {
+					// Overload: the client has sent it again, and
 					// answering late only delays the fresh requests.
 					s.h.metrics.stale(j.req)
 					continue
@@ -169,7 +170,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
-			errs <- s.loop(ctx, c, s.ports[i], work)
+			errs <- s.loop(ctx, c, s.ports[i], work, copies)
 		}()
 	}
 	readers.Wait()
@@ -192,12 +193,7 @@ type job struct {
 	at   time.Time // received
 }
 
-// staleAfter is how long a request may wait for a worker. iPXE and EDK2
-// retransmit after 1 s or more (RFC 2131 §4.1 suggests 4 s); a request
-// older than that has been superseded.
-const staleAfter = time.Second
-
-func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, work chan<- job) error {
+func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, work chan<- job, copies *copies) error {
 	buf := make([]byte, 1500)
 	for {
 		n, peer, err := c.ReadFromUDPAddrPort(buf)
@@ -212,8 +208,10 @@ func (s *Server) loop(ctx context.Context, c *net.UDPConn, port int, work chan<-
 			s.cfg.Logger.Debug("dhcp undecodable packet", "peer", peer, "err", err)
 			continue
 		}
-		work <- job{conn: c, req: req, in: Meta{Port: port, Peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())},
+		j := job{conn: c, req: req, in: Meta{Port: port, Peer: netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())},
 			at: time.Now()}
+		copies.arrived(j)
+		work <- j
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
+
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -70,9 +72,9 @@ func (g *gatedStore) PutLease(ctx context.Context, l store.Lease) error {
 	return err
 }
 
-func openBolt(t *testing.T) *store.Bolt {
+func openBolt(t *testing.T) *bolt.Store {
 	t.Helper()
-	st, err := store.Open(filepath.Join(t.TempDir(), "ingot.db"), store.Options{Timeout: time.Second})
+	st, err := bolt.Open(filepath.Join(t.TempDir(), "ingot.db"), store.Options{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

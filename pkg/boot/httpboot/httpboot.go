@@ -12,7 +12,8 @@
 //	GET /uki/<MAC>.efi               the machine's agent UKI, for UEFI HTTP boot (uki.go)
 //	GET /metrics, GET /healthz
 //
-// GET routes answer HEAD too.
+// GET routes answer HEAD too. All but /metrics and /healthz count against
+// the public rate limit per client address (limit.go).
 package httpboot
 
 import (
@@ -20,14 +21,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -65,8 +62,10 @@ type Config struct {
 	// (ingot.ca=, see pkg/tlsca). Empty: the API is at ServerURL.
 	APIURL        string
 	CAFingerprint string
-	// Limit bounds /ipxe per client address (it issues boot credentials
-	// and needs none): over it, 429 with Retry-After. nil: no limit.
+	// Limit bounds, per client address, the requests of every route here
+	// (none needs a credential): /ipxe, /uki/, /boot/, and /artifacts/
+	// except Range requests, which continue a download (limit.go). Over
+	// it, 429 with Retry-After. nil: no limit.
 	Limit     *ratelimit.Limiter
 	Machines  Machines
 	Recipes   RecipeFunc
@@ -138,12 +137,15 @@ func New(cfg Config) (*Handler, error) {
 
 // Register adds the boot routes to mux.
 func (h *Handler) Register(mux *http.ServeMux) {
-	mux.Handle("GET /ipxe", h.m.instrument("ipxe", http.HandlerFunc(h.serveScript)))
-	mux.Handle("GET /artifacts/sha256/{sha}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactSHA)))
-	mux.Handle("GET /artifacts/{name}", h.m.instrument("artifact", http.HandlerFunc(h.serveArtifactName)))
-	mux.Handle("GET /uki/{file}", h.m.instrument("uki", http.HandlerFunc(h.serveUKI)))
+	route := func(pattern, name string, exempt func(*http.Request) bool, f http.HandlerFunc) {
+		mux.Handle(pattern, h.m.instrument(name, Limit(h.cfg.Limit, name, exempt, f)))
+	}
+	route("GET /ipxe", "ipxe", nil, h.serveScript)
+	route("GET /artifacts/sha256/{sha}", "artifact", h.resumes, h.serveArtifactSHA)
+	route("GET /artifacts/{name}", "artifact", h.resumes, h.serveArtifactName)
+	route("GET /uki/{file}", "uki", nil, h.serveUKI)
 	if h.cfg.BootFiles != nil {
-		mux.Handle("GET /boot/{file...}", h.m.instrument("boot", http.HandlerFunc(h.serveBootFile)))
+		route("GET /boot/{file...}", "boot", nil, h.serveBootFile)
 	}
 	if h.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Gatherer, promhttp.HandlerOpts{}))
@@ -157,12 +159,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // serveScript answers /ipxe?mac=&arch=.
 func (h *Handler) serveScript(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	if ok, wait := h.cfg.Limit.Allow(host); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		http.Error(w, fmt.Sprintf("ipxe: too many requests from %s; retry in %s", host, wait.Round(time.Millisecond)), http.StatusTooManyRequests)
-		return
-	}
 	q := r.URL.Query()
 	mac, err := machine.NormalizeMAC(q.Get("mac"))
 	if err != nil {

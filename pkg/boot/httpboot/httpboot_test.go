@@ -52,16 +52,16 @@ type fixture struct {
 }
 
 // newFixture serves a Handler on a real loopback listener (httptest).
-func newFixture(t *testing.T, unknown string) *fixture {
+func newFixture(t *testing.T, unknown string, opts ...func(*Config)) *fixture {
 	t.Helper()
-	f, mux := newMux(t, unknown)
+	f, mux := newMux(t, unknown, opts...)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
 // newMux builds the fixture's Handler and its mux, not yet served.
-func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
+func newMux(t testing.TB, unknown string, opts ...func(*Config)) (*fixture, *http.ServeMux) {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{reg: prometheus.NewRegistry(), bootDir: t.TempDir()}
@@ -90,7 +90,7 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 		"52:54:00:00:00:04": {ID: "m-0004", Name: "node4", Recipe: "missing", State: machine.StateReimaging},
 		"52:54:00:00:00:05": {ID: "m-0005", Name: "node5", State: machine.StateDiscovered},
 	}
-	h, err := New(Config{
+	cfg := Config{
 		ServerURL: "http://10.77.0.1:8080",
 		Machines:  machines,
 		Recipes: func(name string) (*recipe.Recipe, error) {
@@ -107,7 +107,11 @@ func newMux(t testing.TB, unknown string) (*fixture, *http.ServeMux) {
 		Stub:       f.stub,
 		Registerer: f.reg,
 		Gatherer:   f.reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,5 +292,25 @@ func TestBootFilesMetricsHealth(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// Only 6-byte MACs: /ipxe?mac= with an EUI-64 or an IPoIB address is 400
+// naming the length (before, the 8-byte MAC was taken as an unknown
+// machine and got the discovery script), /uki/ with one is 404.
+func TestOnlyEthernetMACs(t *testing.T) {
+	f := newFixture(t, UnknownDiscover)
+	for _, mac := range []string{"00:00:00:00:fe:80:00:00", "80:00:02:08:fe:80:00:00:00:00:00:00:0c:42:a1:03:00:6b:2c:91", "52:54:00:00:00"} {
+		resp, body := f.get(t, "/ipxe?mac="+mac, nil)
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "expected six hex bytes") {
+			t.Errorf("/ipxe?mac=%s: %d %q, want 400 naming six bytes", mac, resp.StatusCode, body)
+		}
+		resp, _ = f.get(t, "/uki/"+strings.ReplaceAll(mac, ":", "-")+".efi", nil)
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("/uki/ with %s: %d, want 404", mac, resp.StatusCode)
+		}
+	}
+	if resp, _ := f.get(t, "/ipxe?mac=52-54-00-00-00-01", nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("/ipxe with a 6-byte MAC in dashes: %d", resp.StatusCode)
 	}
 }

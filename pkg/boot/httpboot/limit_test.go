@@ -2,6 +2,9 @@ package httpboot
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,4 +59,75 @@ func TestIPXERateLimitAndAPIArgs(t *testing.T) {
 		Tokens: fixedToken("t"), Artifacts: arts}); err == nil {
 		t.Error("an http:// API URL without a fingerprint was accepted")
 	}
+}
+
+// Each credential-less route, served on a real loopback listener, counts
+// requests per client address: with a burst of 3 (and a refill too slow
+// to matter), 20 quick requests get 3 answers and 17 429s with
+// Retry-After, while another address gets its own burst. On /artifacts/
+// a Range request continues a download and is never refused, even with
+// the bucket empty. Before, only /ipxe was limited, and serve did not
+// pass the limiter (200 answers in 1.9 s from one address).
+func TestPublicRateLimitPerRoute(t *testing.T) {
+	for name, c := range map[string]struct {
+		path   func(*fixture) string
+		ok     int  // the answer within the burst
+		ranged bool // Range requests are exempt
+	}{
+		"ipxe":             {func(*fixture) string { return "/ipxe?mac=52:54:00:00:00:01" }, http.StatusOK, false},
+		"uki":              {func(*fixture) string { return "/uki/52-54-00-00-00-01.efi" }, http.StatusOK, false},
+		"boot":             {func(*fixture) string { return "/boot/ipxe.efi" }, http.StatusOK, false},
+		"artifact by hash": {func(f *fixture) string { return "/artifacts/sha256/" + f.bigRef.SHA256 }, http.StatusOK, true},
+		"artifact by name": {func(*fixture) string { return "/artifacts/big.img" }, http.StatusOK, true},
+		"unknown artifact": {func(*fixture) string { return "/artifacts/sha256/" + strings.Repeat("0", 64) }, http.StatusNotFound, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, UnknownDiscover, func(c *Config) { c.Limit = ratelimit.New(0.001, 3, 0, nil) })
+			url := f.srv.URL + c.path(f)
+			codes := map[int]int{}
+			for range 20 {
+				resp := limitGet(t, "127.0.0.1", url, "")
+				codes[resp.StatusCode]++
+				if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+					t.Error("429 without Retry-After")
+				}
+			}
+			if codes[c.ok] != 3 || codes[http.StatusTooManyRequests] != 17 {
+				t.Errorf("20 requests from one address: %v, want 3 x %d and 17 x 429", codes, c.ok)
+			}
+			if resp := limitGet(t, "127.0.0.2", url, ""); resp.StatusCode != c.ok {
+				t.Errorf("another address: %d, want %d", resp.StatusCode, c.ok)
+			}
+			if !c.ranged {
+				if resp := limitGet(t, "127.0.0.1", url, "bytes=100-"); resp.StatusCode != http.StatusTooManyRequests {
+					t.Errorf("a Range request on %s: %d, want it counted (429)", name, resp.StatusCode)
+				}
+				return
+			}
+			for i := range 10 {
+				if resp := limitGet(t, "127.0.0.1", url, fmt.Sprintf("bytes=%d-", 1000*i)); resp.StatusCode != http.StatusPartialContent {
+					t.Fatalf("Range request %d with the bucket empty: %d, want 206 (a resumed download is not throttled)", i, resp.StatusCode)
+				}
+			}
+		})
+	}
+}
+
+// limitGet GETs url from the loopback address from (127.0.0.0/8 is all
+// loopback), with a Range header unless rng is "".
+func limitGet(t *testing.T, from, url, rng string) *http.Response {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext}}
+	defer c.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", url, nil)
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }

@@ -15,9 +15,9 @@ import (
 
 // TestEDK2TsizeProbe replays what OVMF/EDK2 does (LAB.md): RRQ with
 // "tsize 0 blksize 1468 windowsize 4", read the OACK, abort with error 8,
-// then fetch for real. The OACK must answer tsize with the file size and
-// blksize, drop windowsize (not supported: the client falls back to lock
-// step), and the abort must count as "aborted", not as an error.
+// then fetch for real. The OACK must answer tsize with the file size,
+// blksize and windowsize (RFC 7440), and the abort must count as
+// "aborted", not as an error.
 func TestEDK2TsizeProbe(t *testing.T) {
 	dir := t.TempDir()
 	data := bytes.Repeat([]byte("x"), 5000)
@@ -48,7 +48,7 @@ func TestEDK2TsizeProbe(t *testing.T) {
 	for i := 0; i+1 < len(fields); i += 2 {
 		opts[fields[i]] = fields[i+1]
 	}
-	if diff := cmp.Diff(map[string]string{"tsize": "5000", "blksize": "1468"}, opts); diff != "" {
+	if diff := cmp.Diff(map[string]string{"tsize": "5000", "blksize": "1468", "windowsize": "4"}, opts); diff != "" {
 		t.Errorf("OACK options (-want +got):\n%s", diff)
 	}
 	abort := append([]byte{0, 5, 0, 8}, "User aborted the transfer\x00"...)

@@ -34,6 +34,9 @@ const (
 	defaultBlock = 512
 	// blksize limits from RFC 2348.
 	minBlock, maxBlock = 8, 65464
+	// maxWindow caps the windowsize agreed (RFC 7440 allows 65535): EDK2
+	// asks 4; a window of 16 blocks of 1468 bytes is 23 KB in flight.
+	maxWindow = 16
 )
 
 // errMalformed marks a datagram on the listening socket that is not a
@@ -81,16 +84,19 @@ func parseRequest(b []byte) (request, error) {
 // negotiated is the server's answer to a request's options.
 type negotiated struct {
 	blksize int
+	window  int      // blocks sent before an ACK is awaited; 0: lock step
 	oack    []option // options acknowledged; none: the transfer starts with DATA 1
 }
 
 // negotiate answers the client's options (RFC 2347): blksize (RFC 2348,
 // 8..65464) gets min(asked, limit); tsize (RFC 2349) gets the file's size,
 // in octet mode only, where that size is exact (size < 0: unknown, not
-// answered). Every other option (timeout, windowsize, ...) and every repeat
-// is left out of the OACK, which tells the client it was not taken. Option
-// names are matched without case and echoed as sent, so an OACK is at most
-// 2 + len("blksize\x0065464\x00") + len("tsize\x00") + 20 = 42 bytes.
+// answered); windowsize (RFC 7440, 1..65535) gets min(asked, maxWindow).
+// Every other option (timeout, ...) and every repeat is left out of the
+// OACK, which tells the client it was not taken. Option names are matched
+// without case and echoed as sent, so an OACK is at most 2 +
+// len("blksize\x0065464\x00") + len("tsize\x00") + 20 +
+// len("windowsize\x0016\x00") = 56 bytes.
 func negotiate(opts []option, size int64, octet bool, limit int) negotiated {
 	n := negotiated{blksize: defaultBlock}
 	seen := map[string]bool{}
@@ -112,6 +118,13 @@ func negotiate(opts []option, size int64, octet bool, limit int) negotiated {
 			if octet && size >= 0 {
 				n.oack = append(n.oack, option{o.name, strconv.FormatInt(size, 10)})
 			}
+		case "windowsize":
+			v, err := strconv.Atoi(o.value)
+			if err != nil || v < 1 || v > 65535 {
+				continue
+			}
+			n.window = min(v, maxWindow)
+			n.oack = append(n.oack, option{o.name, strconv.Itoa(n.window)})
 		}
 	}
 	return n

@@ -86,21 +86,26 @@ func TestNegotiate(t *testing.T) {
 		want  negotiated
 	}{
 		"no options: 512, no OACK": {nil, 100, true, 1472, negotiated{blksize: 512}},
-		"EDK2: tsize answered, blksize granted, windowsize left out": {
+		"EDK2: tsize answered, blksize and windowsize granted": {
 			opts("tsize", "0", "blksize", "1468", "windowsize", "4"), 5000, true, 1472,
-			negotiated{1468, opts("tsize", "5000", "blksize", "1468")}},
+			negotiated{blksize: 1468, window: 4, oack: opts("tsize", "5000", "blksize", "1468", "windowsize", "4")}},
+		"windowsize capped at maxWindow": {opts("windowsize", "65535"), 5, true, 1472,
+			negotiated{blksize: 512, window: maxWindow, oack: opts("windowsize", "16")}},
+		"windowsize 0, over 65535 or not a number: ignored": {opts("windowsize", "0", "WindowSize", "x"), 5, true, 1472,
+			negotiated{blksize: 512}},
+		"windowsize over 65535: ignored": {opts("windowsize", "65536"), 5, true, 1472, negotiated{blksize: 512}},
 		"blksize capped at the limit": {opts("blksize", "65464"), 5, true, 1472,
-			negotiated{1472, opts("blksize", "1472")}},
+			negotiated{blksize: 1472, oack: opts("blksize", "1472")}},
 		"blksize below 512 honoured (RFC 2348: 8 and up)": {opts("blksize", "8"), 5, true, 1472,
-			negotiated{8, opts("blksize", "8")}},
+			negotiated{blksize: 8, oack: opts("blksize", "8")}},
 		"blksize out of range or not a number: ignored": {opts("blksize", "7", "BLKSIZE", "x"), 5, true, 1472,
 			negotiated{blksize: 512}},
 		"names without case, echoed as sent, first wins": {opts("BlkSize", "1024", "blksize", "2048", "TSIZE", "0"), 77, true, 1472,
-			negotiated{1024, opts("BlkSize", "1024", "TSIZE", "77")}},
+			negotiated{blksize: 1024, oack: opts("BlkSize", "1024", "TSIZE", "77")}},
 		"netascii: no tsize (the size would not be exact)": {opts("tsize", "0"), 77, false, 1472,
 			negotiated{blksize: 512}},
 		"unknown size: no tsize": {opts("tsize", "0"), -1, true, 1472, negotiated{blksize: 512}},
-		"only unknown options: no OACK": {opts("timeout", "1", "windowsize", "8"), 5, true, 1472,
+		"only unknown options: no OACK": {opts("timeout", "1", "utimeout", "8"), 5, true, 1472,
 			negotiated{blksize: 512}},
 	}
 	for name, tc := range tests {
@@ -135,7 +140,7 @@ func TestParseReply(t *testing.T) {
 
 // FuzzTFTPRequest feeds arbitrary datagrams to the request parser and the
 // option negotiation: no panic, and whatever is accepted is answered within
-// the bounds the amplification limit relies on: an OACK of at most 42
+// the bounds the amplification limit relies on: an OACK of at most 56
 // bytes and a block size in 8..limit.
 func FuzzTFTPRequest(f *testing.F) {
 	for _, s := range []string{
@@ -156,7 +161,7 @@ func FuzzTFTPRequest(f *testing.F) {
 		}
 		const limit = 1472
 		n := negotiate(req.options, size, true, limit)
-		if oack := appendOACK(nil, n.oack); len(oack) > 42 {
+		if oack := appendOACK(nil, n.oack); len(oack) > 56 {
 			t.Fatalf("OACK of %d bytes for %q: %q", len(oack), b, oack)
 		}
 		if n.blksize != defaultBlock && (n.blksize < minBlock || n.blksize > limit) {

@@ -3,10 +3,10 @@
 // and iPXE continues over HTTP.
 //
 // It speaks the read side of TFTP (RFC 1350, with the options of RFC
-// 2347-2349): names are validated and opened through bootfiles (no "..", no
-// absolute paths, no symlink escapes, regular files only), writes are
-// refused, tsize and blksize are answered, and every transfer is logged and
-// counted.
+// 2347-2349 and 7440): names are validated and opened through bootfiles (no
+// "..", no absolute paths, no symlink escapes, regular files only), writes
+// are refused, tsize, blksize and windowsize are answered (window.go), and
+// every transfer is logged and counted.
 //
 // A read request is one UDP datagram from an address anyone can forge, so
 // transfers are bounded before anything is sent: MaxTransfers at once,
@@ -24,17 +24,9 @@
 // timeout and retry count, with up to 1 s of random backoff per retry, for
 // the whole transfer: a request never acknowledged held a slot for 12-17 s
 // and drew six copies of its first packet. Its netascii converter is still
-// used. Two choices are kept from it:
-//   - blksize is capped at the receiving interface's MTU less the IP and UDP
-//     headers, so blocks are never IP-fragmented on the boot network
-//     (MaxBlockSize caps it further).
-//   - windowsize (RFC 7440) is not negotiated: the OACK leaves it out and
-//     clients (EDK2 asks windowsize 4) fall back to lock step, which RFC
-//     7440 allows. Adding it: echo min(asked, server max) in negotiate; in
-//     sender.send, send w blocks, then wait for one ACK n meaning "all
-//     blocks up to n", slide to n+1 modulo 2^16 (rollover), resend from n+1
-//     on timeout or on an ACK of an earlier block; finish on the short
-//     block's ACK.
+// used. One choice is kept from it: blksize is capped at the receiving
+// interface's MTU less the IP and UDP headers, so blocks are never
+// IP-fragmented on the boot network (MaxBlockSize caps it further).
 package tftp
 
 import (
@@ -62,10 +54,12 @@ type Config struct {
 	// Files is where files are served from.
 	Files *bootfiles.Dirs
 	// MaxTransfers bounds concurrent transfers. A request that finds them
-	// all running waits, unanswered, up to 2 x FirstACKWait for a free slot
-	// (long enough for the slots of never-acknowledged requests to come
-	// free); while MaxTransfers requests wait, a new one pushes out the
-	// oldest (its client retransmits). Zero means 64.
+	// all running waits, unanswered, for a free slot, in order of arrival
+	// (up to 16 x MaxTransfers of them); a client that sends it again
+	// while it waits keeps its place and goes before requests never
+	// repeated (forged ones never are), and a request whose client has not
+	// asked again for max(2 x FirstACKWait, 10 s) is dropped (see slots).
+	// Zero means 64.
 	MaxTransfers int
 	// MaxPerClient bounds the transfers, running or waiting, of one client
 	// IP address; further requests from it get no answer. Zero means 4: a
@@ -127,7 +121,7 @@ func New(cfg Config) (*Server, error) {
 	cfg = withDefaults(cfg)
 	return &Server{
 		cfg: cfg, addr: ap, log: cfg.Logger, m: newMetrics(cfg.Registerer),
-		slots: newSlots(cfg.MaxTransfers, cfg.MaxPerClient, 2*cfg.FirstACKWait),
+		slots: slotsFor(cfg),
 	}, nil
 }
 
@@ -160,8 +154,22 @@ func withDefaults(cfg Config) Config {
 	return cfg
 }
 
+// A waiting request costs a few hundred bytes and no packet: room for a
+// rack's worth per slot (a thousand at the default MaxTransfers). One
+// whose client has been quiet for waitQuiet has given up: boot clients ask
+// again every few seconds (EDK2 4 s, tftp-hpa 5 s).
+const (
+	waitingPerSlot = 16
+	waitQuiet      = 10 * time.Second
+)
+
+// slotsFor is the admission of a server configured by cfg (defaults set).
+func slotsFor(cfg Config) *slots {
+	return newSlots(cfg.MaxTransfers, cfg.MaxPerClient, waitingPerSlot*cfg.MaxTransfers, max(2*cfg.FirstACKWait, waitQuiet))
+}
+
 // results are the values of ingot_tftp_transfers_total's result label.
-var results = []string{"ok", "error", "aborted", "refused", "busy", "client_limit", "no_ack"}
+var results = []string{"ok", "error", "aborted", "refused", "busy", "client_limit", "no_ack", "repeat"}
 
 func newMetrics(reg prometheus.Registerer) metrics {
 	m := metrics{
@@ -170,7 +178,8 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Help: "TFTP requests by result: ok; error; aborted (client stopped, e.g. EDK2 after the tsize OACK); " +
 				"refused (no such file, or a write); busy (dropped unanswered: every slot taken); " +
 				"client_limit (dropped unanswered: too many transfers for the client address); " +
-				"no_ack (first packet never acknowledged: lost client or spoofed request).",
+				"no_ack (first packet never acknowledged: lost client or spoofed request); " +
+				"repeat (a request sent again while it waits for a slot: it keeps its place, no second transfer).",
 		}, []string{"result"}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ingot_tftp_bytes_total", Help: "File bytes sent over TFTP.",
@@ -306,6 +315,10 @@ func (s *Server) handle(b []byte, src netip.AddrPort, ifIndex int) {
 	case admitRun:
 		s.wg.Add(1)
 		go s.serveJobs(j)
+	case admitRepeat:
+		s.count("repeat")
+	case admitFull:
+		s.busy(j)
 	case admitClientLimit:
 		s.count("client_limit")
 		s.log.Debug("tftp: too many transfers for this client; request dropped", "client", src.String(),

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
 // startServer serves dir on 127.0.0.1 and returns the address.
@@ -118,7 +119,7 @@ func TestServeFiles(t *testing.T) {
 // from an IPv6 control message and blksize is held to the MTU - 48.
 func TestServeIPv6(t *testing.T) {
 	if c, err := net.ListenUDP("udp6", &net.UDPAddr{IP: net.IPv6loopback}); err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
+		netnstest.Missing(t, "no IPv6 loopback: %v", err)
 	} else {
 		c.Close()
 	}

@@ -8,7 +8,6 @@ package netnstest
 import (
 	"context"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/ingot-dev/ingot/pkg/netns"
@@ -23,23 +22,11 @@ func RequireAll() bool {
 // named program is on PATH.
 func Need(t testing.TB, programs ...string) {
 	t.Helper()
-	miss := func(format string, args ...any) {
-		t.Helper()
-		if RequireAll() {
-			t.Fatalf(format+" (required in CI; run 'make deps' as root)", args...)
-		}
-		t.Skipf(format, args...)
-	}
 	if os.Geteuid() != 0 {
-		miss("needs root to create network namespaces")
+		Missing(t, "needs root to create network namespaces")
 		return
 	}
-	for _, p := range append([]string{"ip"}, programs...) {
-		if _, err := exec.LookPath(p); err != nil {
-			miss("needs %s on PATH", p)
-			return
-		}
-	}
+	NeedPrograms(t, append([]string{"ip"}, programs...)...)
 }
 
 // New makes a namespace that is removed when the test ends.

@@ -22,15 +22,15 @@ type Opener func(t *testing.T, opts store.Options) store.Store
 const History = 3
 
 // Run is the conformance suite: one subtest per rule of the contracts in
-// pkg/store (MachineStore, InventoryStore, EventStore, LeaseStore, JobStore,
-// TokenStore), each on a fresh store from open. Every backend passes it:
+// pkg/store (every interface store.Store is made of), each on a fresh
+// store from open. Every backend passes it, e.g. bbolt's:
 //
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T, o store.Options) store.Store { return storetest.OpenWith(t, o) })
 //	}
 func Run(t *testing.T, open Opener) {
 	var cases []conformanceCase
-	for _, group := range [][]conformanceCase{machineCases, recordCases, leaseCases, jobCases, lifecycleCases} {
+	for _, group := range [][]conformanceCase{machineCases, changeCases, recordCases, leaseCases, jobCases, capabilityCases, fenceCases, lifecycleCases} {
 		cases = append(cases, group...)
 	}
 	for _, c := range cases {
@@ -75,6 +75,24 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+// update is ChangeMachine without a revision or events.
+func (e env) update(idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error) {
+	c, err := e.s.ChangeMachine(e.ctx, idOrName, store.Change{Edit: store.Edit(fn)})
+	if err != nil {
+		return nil, err
+	}
+	return &c.Machine, nil
+}
+
+// updateRev is ChangeMachine at revision rev, without events.
+func (e env) updateRev(idOrName string, rev uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
+	c, err := e.s.ChangeMachine(e.ctx, idOrName, store.Change{Rev: rev, Edit: store.Edit(fn)})
+	if err != nil {
+		return nil, 0, err
+	}
+	return &c.Machine, c.Rev, nil
 }
 
 // create stores m and returns it as stored; the case stops if it fails.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,43 @@ func tokenCRUD(t *testing.T, e env) {
 	if err != nil || len(list) != 2 || list[0].ID != "t-1" || list[1].ID != "t-2" {
 		t.Errorf("ListTokens = %+v, %v; want t-1 then t-2 (oldest first)", list, err)
 	}
+	third := store.Token{ID: "t-3", Name: "boot", Hash: hash("three"), Scope: "machine:m-1", Kind: "boot", JobID: "j-1"}
+	if err := e.s.PutToken(e.ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		f    store.TokenFilter
+		want []string
+	}{
+		"by scope":         {store.TokenFilter{Scope: "machine:m-1"}, []string{"t-2", "t-3"}},
+		"by job":           {store.TokenFilter{JobID: "j-1"}, []string{"t-3"}},
+		"by scope and job": {store.TokenFilter{Scope: "machine:m-1", JobID: "j-1"}, []string{"t-3"}},
+		"operator":         {store.TokenFilter{Scope: "operator"}, []string{"t-1"}},
+		"none":             {store.TokenFilter{Scope: "machine:m-9"}, nil},
+	} {
+		got, err := e.s.FindTokens(e.ctx, tc.f)
+		var ids []string
+		for _, tk := range got {
+			ids = append(ids, tk.ID)
+		}
+		if err != nil || fmt.Sprint(ids) != fmt.Sprint(tc.want) {
+			t.Errorf("FindTokens %s = %v, %v; want %v", name, ids, err, tc.want)
+		}
+	}
+	moved := third
+	moved.JobID = "j-2" // the same hash written again moves it
+	if err := e.s.PutToken(e.ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.FindTokens(e.ctx, store.TokenFilter{JobID: "j-1"}); len(got) != 0 {
+		t.Errorf("FindTokens by the old job after a rewrite = %+v; want none", got)
+	}
+	if err := e.s.DeleteToken(e.ctx, third.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.FindTokens(e.ctx, store.TokenFilter{Scope: "machine:m-1"}); len(got) != 1 {
+		t.Errorf("FindTokens after a delete = %+v; want t-2 only", got)
+	}
 	older.Revoked = true // revocation: the same hash written again
 	if err := e.s.PutToken(e.ctx, older); err != nil {
 		t.Fatal(err)
@@ -154,7 +192,7 @@ func tokenCRUD(t *testing.T, e env) {
 		t.Errorf("replaced token = %+v, %v; want it revoked", got, err)
 	}
 	if list, _ := e.s.ListTokens(e.ctx); len(list) != 2 {
-		t.Errorf("replacing a token left %d tokens; want 2", len(list))
+		t.Errorf("replacing a token left %d tokens; want 2 (t-1, t-2)", len(list))
 	}
 	if err := e.s.DeleteToken(e.ctx, older.Hash); err != nil {
 		t.Fatal(err)

@@ -34,34 +34,32 @@ func machineRevisions(t *testing.T, e env) {
 	if _, err := e.s.PutInventory(e.ctx, m.ID, machine.Inventory{Source: "redfish"}); err != nil {
 		t.Fatal(err)
 	}
-	up, r2, err := e.s.UpdateMachineRev(e.ctx, "gpu-01", r1, func(m *machine.Machine) error { m.Rack = "r1"; return nil })
+	up, r2, err := e.updateRev("gpu-01", r1, func(m *machine.Machine) error { m.Rack = "r1"; return nil })
 	if err != nil || r2 <= r1 || up.Rack != "r1" {
-		t.Fatalf("UpdateMachineRev at the current revision = %+v, %d, %v; want the edit and a revision above %d", up, r2, err, r1)
+		t.Fatalf("ChangeMachine with Rev at the current revision = %+v, %d, %v; want the edit and a revision above %d", up, r2, err, r1)
 	}
 	called := false
-	_, _, err = e.s.UpdateMachineRev(e.ctx, m.ID, r1, func(m *machine.Machine) error { called = true; m.Rack = "r2"; return nil })
-	wantIs(t, "UpdateMachineRev at a stale revision", err, store.ErrStale)
-	wantIs(t, "UpdateMachineRev at a stale revision", err, store.ErrConflict)
+	_, _, err = e.updateRev(m.ID, r1, func(m *machine.Machine) error { called = true; m.Rack = "r2"; return nil })
+	wantIs(t, "ChangeMachine with Rev at a stale revision", err, store.ErrStale)
+	wantIs(t, "ChangeMachine with Rev at a stale revision", err, store.ErrConflict)
 	if called {
 		t.Error("fn ran although the revision was stale")
 	}
 	if got, r, _ := e.s.GetMachineRev(e.ctx, m.ID); got == nil || got.Rack != "r1" || r != r2 {
 		t.Errorf("after the stale write: %+v at %d; want rack r1 at %d", got, r, r2)
 	}
-	_, _, err = e.s.UpdateMachineRev(e.ctx, m.ID, 0, func(*machine.Machine) error { return nil })
-	wantIs(t, "UpdateMachineRev at revision 0", err, store.ErrStale)
 	// Unconditional writes move the revision too.
-	if _, err := e.s.UpdateMachine(e.ctx, m.ID, func(m *machine.Machine) error { m.Rack = "r3"; return nil }); err != nil {
+	if _, err := e.update(m.ID, func(m *machine.Machine) error { m.Rack = "r3"; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	r3, err := e.s.MachineRevision(e.ctx, m.ID)
 	if err != nil || r3 <= r2 {
-		t.Errorf("revision after UpdateMachine = %d, %v; want above %d", r3, err, r2)
+		t.Errorf("revision after ChangeMachine = %d, %v; want above %d", r3, err, r2)
 	}
-	_, _, err = e.s.UpdateMachineRev(e.ctx, m.ID, r2, func(*machine.Machine) error { return nil })
-	wantIs(t, "UpdateMachineRev at the revision before an unconditional write", err, store.ErrStale)
-	_, _, err = e.s.UpdateMachineRev(e.ctx, "gpu-99", r3, func(*machine.Machine) error { return nil })
-	wantIs(t, "UpdateMachineRev of an unknown machine", err, store.ErrNotFound)
+	_, _, err = e.updateRev(m.ID, r2, func(*machine.Machine) error { return nil })
+	wantIs(t, "ChangeMachine with Rev at the revision before an unconditional write", err, store.ErrStale)
+	_, _, err = e.updateRev("gpu-99", r3, func(*machine.Machine) error { return nil })
+	wantIs(t, "ChangeMachine with Rev of an unknown machine", err, store.ErrNotFound)
 	// A revision never comes back, even for the same ID after a delete.
 	if err := e.s.DeleteMachine(e.ctx, m.ID); err != nil {
 		t.Fatal(err)
@@ -70,8 +68,8 @@ func machineRevisions(t *testing.T, e env) {
 	if r, err := e.s.MachineRevision(e.ctx, m.ID); err != nil || r <= r3 {
 		t.Errorf("revision of the recreated machine = %d, %v; want above %d", r, err, r3)
 	}
-	_, _, err = e.s.UpdateMachineRev(e.ctx, m.ID, r3, func(*machine.Machine) error { return nil })
-	wantIs(t, "UpdateMachineRev with the deleted machine's revision", err, store.ErrStale)
+	_, _, err = e.updateRev(m.ID, r3, func(*machine.Machine) error { return nil })
+	wantIs(t, "ChangeMachine with Rev with the deleted machine's revision", err, store.ErrStale)
 }
 
 func jobRevisions(t *testing.T, e env) {

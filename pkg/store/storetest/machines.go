@@ -81,7 +81,7 @@ func machineUniqueKeys(t *testing.T, e env) {
 			var err error
 			if tc.update {
 				other := e.create(t, machine.Machine{Name: "other-" + strings.ReplaceAll(name, " ", "-")})
-				_, err = e.s.UpdateMachine(e.ctx, other.ID, func(m *machine.Machine) error {
+				_, err = e.update(other.ID, func(m *machine.Machine) error {
 					m.Name, m.MACs, m.Serial = tc.m.Name, tc.m.MACs, tc.m.Serial
 					return nil
 				})
@@ -153,7 +153,7 @@ func machineUpdateKeys(t *testing.T, e env) {
 	old := e.create(t, machine.Machine{Name: "gpu-01", MACs: []string{"52:54:00:aa:bb:01"}, Serial: "SN1",
 		BMC: machine.BMC{Endpoint: "https://10.0.0.1"}})
 	e.clk.Advance(time.Minute)
-	got, err := e.s.UpdateMachine(e.ctx, "gpu-01", func(m *machine.Machine) error {
+	got, err := e.update("gpu-01", func(m *machine.Machine) error {
 		m.Name, m.MACs, m.Serial, m.BMC.Endpoint = "gpu-01b", []string{"52-54-00-AA-BB-02"}, "SN2", "https://10.0.0.2"
 		m.Created = time.Time{} // the store keeps Created whatever fn does
 		return nil
@@ -188,8 +188,8 @@ func machineUpdateKeys(t *testing.T, e env) {
 	// The keys given up are free for another machine.
 	e.create(t, machine.Machine{Name: "gpu-01", MACs: []string{"52:54:00:aa:bb:01"}, Serial: "SN1",
 		BMC: machine.BMC{Endpoint: "https://10.0.0.1"}})
-	_, err = e.s.UpdateMachine(e.ctx, "gpu-99", func(*machine.Machine) error { return nil })
-	wantIs(t, "UpdateMachine of an unknown machine", err, store.ErrNotFound)
+	_, err = e.update("gpu-99", func(*machine.Machine) error { return nil })
+	wantIs(t, "ChangeMachine of an unknown machine", err, store.ErrNotFound)
 }
 
 func machineUpdateAborts(t *testing.T, e env) {
@@ -211,9 +211,9 @@ func machineUpdateAborts(t *testing.T, e env) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := e.s.UpdateMachine(e.ctx, m.ID, tc.fn)
+			_, err := e.update(m.ID, tc.fn)
 			if err == nil || (tc.want != nil && !errors.Is(err, tc.want)) {
-				t.Errorf("UpdateMachine: %v; want %v", err, tc.want)
+				t.Errorf("ChangeMachine: %v; want %v", err, tc.want)
 			}
 			got, gerr := e.s.GetMachine(e.ctx, m.ID)
 			if gerr != nil {
@@ -246,7 +246,7 @@ func machineCopies(t *testing.T, e env) {
 	out.MACs[0] = "52:54:00:aa:bb:98"
 	out.Rack = "edited"
 	var seen *machine.Machine
-	_, err = e.s.UpdateMachine(e.ctx, in.ID, func(m *machine.Machine) error { seen = m; return nil })
+	_, err = e.update(in.ID, func(m *machine.Machine) error { seen = m; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,12 +324,17 @@ func machineList(t *testing.T, e env) {
 		f    store.MachineFilter
 		want []string
 	}{
-		"all":             {store.MachineFilter{}, []string{"gpu-01", "gpu-02", "gpu-03"}},
-		"recipe":          {store.MachineFilter{Recipe: "h100"}, []string{"gpu-01", "gpu-03"}},
-		"rack":            {store.MachineFilter{Rack: "r1"}, []string{"gpu-02", "gpu-03"}},
-		"state":           {store.MachineFilter{State: machine.StateEnrolled}, []string{"gpu-01", "gpu-02"}},
-		"recipe and rack": {store.MachineFilter{Recipe: "h100", Rack: "r1"}, []string{"gpu-03"}},
-		"none":            {store.MachineFilter{Recipe: "b200"}, []string{}},
+		"all":              {store.MachineFilter{}, []string{"gpu-01", "gpu-02", "gpu-03"}},
+		"recipe":           {store.MachineFilter{Recipe: "h100"}, []string{"gpu-01", "gpu-03"}},
+		"rack":             {store.MachineFilter{Rack: "r1"}, []string{"gpu-02", "gpu-03"}},
+		"state":            {store.MachineFilter{State: machine.StateEnrolled}, []string{"gpu-01", "gpu-02"}},
+		"recipe and rack":  {store.MachineFilter{Recipe: "h100", Rack: "r1"}, []string{"gpu-03"}},
+		"none":             {store.MachineFilter{Recipe: "b200"}, []string{}},
+		"first page":       {store.MachineFilter{Limit: 2}, []string{"gpu-01", "gpu-02"}},
+		"next page":        {store.MachineFilter{After: "gpu-02", Limit: 2}, []string{"gpu-03"}},
+		"after a gap":      {store.MachineFilter{After: "gpu-01a"}, []string{"gpu-02", "gpu-03"}},
+		"after the last":   {store.MachineFilter{After: "gpu-03"}, []string{}},
+		"page of a recipe": {store.MachineFilter{Recipe: "h100", After: "gpu-01", Limit: 1}, []string{"gpu-03"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -2,10 +2,8 @@ package storetest_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,72 +18,15 @@ func TestOpenGivesAWorkingStore(t *testing.T) {
 	if err := s.CreateMachine(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(s.Path(), os.TempDir()) && !strings.Contains(s.Path(), t.Name()) {
-		t.Errorf("store at %s, want it under the test's temporary directory", s.Path())
+	if loc := s.Location(); !strings.Contains(loc, os.TempDir()) {
+		t.Errorf("store at %s, want it under the temporary directory", loc)
 	}
 }
 
-func TestCheckFindsCorruption(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ingot.db")
-	s, err := store.Open(path, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 200; i++ {
-		m := &machine.Machine{Name: "gpu-" + strings.Repeat("x", i%40) + string(rune('a'+i%26)) + string(rune('a'+i/26))}
-		if err := s.CreateMachine(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ms, err := s.ListMachines(context.Background(), store.MachineFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:150] { // leave free pages behind
-		if err := s.DeleteMachine(context.Background(), m.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Close()
-	if err := storetest.Check(path); err != nil {
-		t.Fatalf("healthy file: %v", err)
-	}
-	// List one free page twice in every freelist page: the file still
-	// opens, but tx.Check must report the double free.
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const pageSize = 4096 // bbolt uses the OS page size
-	bad := append([]byte(nil), raw...)
-	edited := 0
-	for off := 2 * pageSize; off+pageSize <= len(bad); off += pageSize {
-		// page header: id uint64, flags uint16 (0x10 = freelist), count uint16,
-		// overflow uint32; then count page IDs.
-		if binary.LittleEndian.Uint64(bad[off:]) != uint64(off/pageSize) || binary.LittleEndian.Uint16(bad[off+8:]) != 0x10 ||
-			binary.LittleEndian.Uint16(bad[off+10:]) < 2 {
-			continue
-		}
-		copy(bad[off+24:off+32], bad[off+16:off+24])
-		edited++
-	}
-	if edited == 0 {
-		t.Fatal("no freelist page with two entries to corrupt")
-	}
-	if err := os.WriteFile(path, bad, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := storetest.Check(path); err == nil {
-		t.Error("Check passed a file whose freelist lists a page twice")
-	} else {
-		t.Logf("Check found: %v", err)
-	}
-}
-
-func TestFailing(t *testing.T) {
+func TestFailAll(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("disk on fire")
-	var s store.Store = storetest.Failing{Err: boom}
+	var s store.Store = storetest.FailAll(boom)
 	if err := s.CreateMachine(ctx, &machine.Machine{Name: "x"}); !errors.Is(err, boom) {
 		t.Errorf("CreateMachine: %v", err)
 	}
@@ -95,7 +36,25 @@ func TestFailing(t *testing.T) {
 	if err := s.PutLease(ctx, store.Lease{}); !errors.Is(err, boom) {
 		t.Errorf("PutLease: %v", err)
 	}
-	if _, err := (storetest.Failing{}).GetJob(ctx, "j"); !errors.Is(err, store.ErrClosed) {
-		t.Errorf("zero Failing: %v, want ErrClosed", err)
+	if _, err := storetest.FailAll(nil).GetJob(ctx, "j"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("FailAll(nil): %v, want ErrClosed", err)
+	}
+}
+
+func TestFailEveryNthWrite(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.FailEveryNthWrite(storetest.Open(t), 2, storetest.ErrInjected)
+	m := &machine.Machine{Name: "gpu-01"}
+	if err := s.CreateMachine(ctx, m); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	if _, err := s.GetMachine(ctx, "gpu-01"); err != nil {
+		t.Fatalf("a read between writes: %v", err)
+	}
+	if _, err := s.AppendEvent(ctx, machine.Event{Machine: m.ID, Kind: "x"}); !errors.Is(err, storetest.ErrInjected) {
+		t.Errorf("second write: %v; want the injected failure", err)
+	}
+	if _, err := s.AppendEvent(ctx, machine.Event{Machine: m.ID, Kind: "x"}); err != nil {
+		t.Errorf("third write: %v", err)
 	}
 }
