@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/bolt"
 	"github.com/ingot-dev/ingot/pkg/store/etcd"
 	"github.com/ingot-dev/ingot/pkg/store/etcd/etcdtest"
 )
@@ -22,7 +23,7 @@ import (
 // concurrent writers (every lease durable before the call returns: a raft
 // commit on 2 of 3 members, or bbolt's lease log fdatasync) and machine
 // creates from 16, on a 3-member etcd cluster on this machine and on
-// bbolt (store.Open in a temporary directory), in one run, reported as
+// bbolt (bolt.Open in a temporary directory), in one run, reported as
 // rates and the ratio etcd/bolt.
 //
 //	go test -tags integration -run '^$' -bench EtcdVsBolt -benchtime 1x ./pkg/store/etcd/
@@ -34,7 +35,7 @@ func BenchmarkEtcdVsBolt(b *testing.B) {
 	open := func(b *testing.B) (etcdS *etcd.Store, boltS store.Store) {
 		n := run.Add(1)
 		e := openPrefix(b, cli, fmt.Sprintf("/bench/%d/", n), store.Options{})
-		bs, err := store.Open(filepath.Join(b.TempDir(), "ingot.db"), store.Options{})
+		bs, err := bolt.Open(filepath.Join(b.TempDir(), "ingot.db"), store.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}

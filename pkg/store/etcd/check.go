@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -16,15 +17,16 @@ import (
 // Check reads the whole prefix at one revision and returns every broken
 // invariant of the layout, joined: a unique key whose machine is missing
 // or does not hold it, a machine whose key is missing, an IP index entry
-// whose lease does not hold the IP, a
-// snapshot or event above its machine's counter or of no machine.
+// whose lease does not hold the IP, a snapshot or event above its
+// machine's counter or of no machine, a job or token index entry that
+// does not match its record, a job or token missing from its index.
 func (s *Store) Check(ctx context.Context) error {
 	var errs []error
 	err := s.view(ctx, func(t *tx) error {
 		errs = nil
 		c := &checker{t: t, machines: map[string]*machineKeys{}}
 		for _, step := range []func() error{c.readMachines, c.checkIndexes, c.checkSeqs("inv/", "invseq/"),
-			c.checkSeqs("ev/", "evseq/"), c.checkLeases} {
+			c.checkSeqs("ev/", "evseq/"), c.checkLeases, c.checkJobIndex, c.checkTokenIndexes} {
 			if err := step(); err != nil {
 				return err
 			}
@@ -159,4 +161,78 @@ func (c *checker) checkLeases() error {
 		return nil
 	})
 	return err
+}
+
+// checkIndex compares the index entries under prefix (keys
+// prefix<value>/<id>) with want (each record's entry key, "" for none).
+func (c *checker) checkIndex(prefix, what string, want map[string]string) error {
+	have := map[string]bool{}
+	err := c.t.scanPrefix(prefix, true, func(kv *mvccpb.KeyValue) error {
+		have[string(kv.Key)] = true
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	wanted := map[string]bool{}
+	for id, k := range want {
+		if k == "" {
+			continue
+		}
+		wanted[k] = true
+		if !have[k] {
+			c.fail("%s %s has no %s index entry", what, id, prefix)
+		}
+	}
+	for k := range have {
+		if !wanted[k] {
+			// Named by its value only: a token's entry ends in its hash.
+			value := strings.TrimPrefix(k[:strings.LastIndexByte(k, '/')], prefix)
+			c.fail("an index entry of %s%s/ matches no %s", prefix, value, what)
+		}
+	}
+	return nil
+}
+
+// checkJobIndex checks the job state index against the jobs.
+func (c *checker) checkJobIndex() error {
+	want := map[string]string{}
+	err := c.t.scanPrefix(c.t.s.k.jobs(), false, func(kv *mvccpb.KeyValue) error {
+		j, err := decodeJob(kv.Value, kv.ModRevision)
+		if err != nil {
+			c.fail("%s: %v", kv.Key, err)
+			return nil
+		}
+		want[j.ID] = c.t.s.k.jobState(string(j.State), j.ID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.checkIndex(c.t.s.k.p+"js/", "job", want)
+}
+
+// checkTokenIndexes checks the token scope and job indexes against the
+// tokens (named by their ID, never their hash).
+func (c *checker) checkTokenIndexes() error {
+	scopes, jobs := map[string]string{}, map[string]string{}
+	err := c.t.scanPrefix(c.t.s.k.tokens(), false, func(kv *mvccpb.KeyValue) error {
+		var tk store.Token
+		if err := json.Unmarshal(kv.Value, &tk); err != nil {
+			c.fail("a token record: %v", err)
+			return nil
+		}
+		scopes[tk.ID] = c.t.s.k.tokenScopes(tk.Scope) + tk.Hash
+		if tk.JobID != "" {
+			jobs[tk.ID] = c.t.s.k.tokenJobs(tk.JobID) + tk.Hash
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.checkIndex(c.t.s.k.p+"tsc/", "token", scopes); err != nil {
+		return err
+	}
+	return c.checkIndex(c.t.s.k.p+"tj/", "token", jobs)
 }

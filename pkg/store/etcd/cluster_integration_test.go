@@ -353,12 +353,12 @@ func TestIntegrationStaleRevisionOnFollowers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.UpdateMachine(ctx, m.ID, func(m *machine.Machine) error { m.Rack = fmt.Sprint(i); return nil }); err != nil {
+		if _, err := s.ChangeMachine(ctx, m.ID, store.Change{Edit: store.Edit(func(m *machine.Machine) error { m.Rack = fmt.Sprint(i); return nil })}); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err = s.UpdateMachineRev(ctx, m.ID, old, func(*machine.Machine) error { ran++; return nil })
+		_, err = s.ChangeMachine(ctx, m.ID, store.Change{Rev: old, Edit: store.Edit(func(*machine.Machine) error { ran++; return nil })})
 		if !errors.Is(err, store.ErrStale) {
-			t.Fatalf("UpdateMachineRev at the revision before: %v; want ErrStale", err)
+			t.Fatalf("ChangeMachine at the revision before: %v; want ErrStale", err)
 		}
 		oldJob := j.Revision
 		up, err := s.UpdateJob(ctx, j.ID, func(j *store.Job) error { j.Attempt = i; return nil })

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -38,6 +39,7 @@ func (s *Store) CreateJob(ctx context.Context, j *store.Job) error {
 			return store.ErrExists
 		}
 		t.put(k, raw)
+		t.put(s.k.jobState(string(c.State), c.ID), nil)
 		return nil
 	})
 	if err != nil {
@@ -86,18 +88,28 @@ func (s *Store) GetJob(ctx context.Context, id string) (*store.Job, error) {
 }
 
 // ListJobs returns jobs in the given state ("" = all) in SortJobs order.
+// A state is read through its index (js/<state>/): the running jobs are
+// found without reading the ended ones.
 func (s *Store) ListJobs(ctx context.Context, state store.JobState) ([]store.Job, error) {
 	var out []store.Job
 	err := s.view(ctx, func(t *tx) error {
 		out = []store.Job{}
-		return t.scanPrefix(s.k.jobs(), false, func(kv *mvccpb.KeyValue) error {
+		if state == "" {
+			return t.scanPrefix(s.k.jobs(), false, func(kv *mvccpb.KeyValue) error {
+				j, err := decodeJob(kv.Value, kv.ModRevision)
+				if err != nil {
+					return fmt.Errorf("%s: %w", kv.Key, err)
+				}
+				out = append(out, *j)
+				return nil
+			})
+		}
+		return t.indexed(s.k.jobStates(string(state)), s.k.job, func(kv *mvccpb.KeyValue) error {
 			j, err := decodeJob(kv.Value, kv.ModRevision)
 			if err != nil {
 				return fmt.Errorf("%s: %w", kv.Key, err)
 			}
-			if state == "" || j.State == state {
-				out = append(out, *j)
-			}
+			out = append(out, *j)
 			return nil
 		})
 	})
@@ -106,6 +118,40 @@ func (s *Store) ListJobs(ctx context.Context, state store.JobState) ([]store.Job
 	}
 	store.SortJobs(out)
 	return out, nil
+}
+
+// indexed reads the index entries under prefix (keys prefix<id>), then
+// the records record(id) names, a page at a time, and calls fn with each.
+// An entry whose record is missing is damage: both are written in one
+// transaction.
+func (t *tx) indexed(prefix string, record func(id string) string, fn func(kv *mvccpb.KeyValue) error) error {
+	var ids []string
+	err := t.scanPrefix(prefix, true, func(kv *mvccpb.KeyValue) error {
+		ids = append(ids, strings.TrimPrefix(string(kv.Key), prefix))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for chunk := range slices.Chunk(ids, scanPage) {
+		keys := make([]string, len(chunk))
+		for i, id := range chunk {
+			keys[i] = record(id)
+		}
+		kvs, err := t.fetch(keys)
+		if err != nil {
+			return err
+		}
+		for i, kv := range kvs {
+			if kv == nil {
+				return fmt.Errorf("index entry %s%s: the record is missing: %w", prefix, chunk[i], store.ErrDamaged)
+			}
+			if err := fn(kv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // UpdateJob runs fn on a copy of the job and stores the result in a
@@ -143,6 +189,10 @@ func (s *Store) updateJob(ctx context.Context, id string, want *uint64, fn func(
 			return err
 		}
 		t.put(s.k.job(id), raw)
+		if j.State != old.State {
+			t.del(s.k.jobState(string(old.State), id))
+			t.put(s.k.jobState(string(j.State), id), nil)
+		}
 		out = j
 		return nil
 	})
@@ -154,7 +204,8 @@ func (s *Store) updateJob(ctx context.Context, id string, want *uint64, fn func(
 }
 
 // PutToken stores t under its hash, replacing a token with the same hash
-// (that is how revocation is written).
+// (that is how revocation is written), its scope and job index entries
+// moved in the same transaction.
 func (s *Store) PutToken(ctx context.Context, tk store.Token) error {
 	rec, err := store.NewTokenRecord(tk, s.opts.Now())
 	if err != nil {
@@ -165,7 +216,18 @@ func (s *Store) PutToken(ctx context.Context, tk store.Token) error {
 		return fmt.Errorf("storing token %s: %w", tk.Name, err)
 	}
 	_, err = s.update(ctx, func(t *tx) error {
+		old, err := t.token(rec.Hash)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			t.unindexToken(old)
+		}
 		t.put(s.k.token(rec.Hash), raw)
+		t.put(s.k.tokenScopes(rec.Scope)+rec.Hash, nil)
+		if rec.JobID != "" {
+			t.put(s.k.tokenJobs(rec.JobID)+rec.Hash, nil)
+		}
 		return nil
 	})
 	if err != nil {
@@ -174,39 +236,60 @@ func (s *Store) PutToken(ctx context.Context, tk store.Token) error {
 	return nil
 }
 
-// TokenByHash returns the token stored under hash.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
-	var tk store.Token
-	err := s.view(ctx, func(t *tx) error {
-		k := s.k.token(hash)
-		got, err := t.get(k)
-		if err != nil {
-			return err
-		}
-		raw, ok := got[k]
-		if !ok {
-			return store.ErrNotFound
-		}
-		return json.Unmarshal(raw, &tk)
-	})
+// token reads the token stored under hash (nil when none).
+func (t *tx) token(hash string) (*store.Token, error) {
+	k := t.s.k.token(hash)
+	got, err := t.get(k)
 	if err != nil {
-		return nil, fmt.Errorf("reading token: %w", err) // never echo the hash
+		return nil, err
+	}
+	raw, ok := got[k]
+	if !ok {
+		return nil, nil
+	}
+	var tk store.Token
+	if err := json.Unmarshal(raw, &tk); err != nil {
+		return nil, fmt.Errorf("decoding token: %w", err) // never echo the hash
 	}
 	return &tk, nil
 }
 
-// DeleteToken removes the token stored under hash.
+// unindexToken deletes tk's index entries.
+func (t *tx) unindexToken(tk *store.Token) {
+	t.del(t.s.k.tokenScopes(tk.Scope) + tk.Hash)
+	if tk.JobID != "" {
+		t.del(t.s.k.tokenJobs(tk.JobID) + tk.Hash)
+	}
+}
+
+// TokenByHash returns the token stored under hash.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	var tk *store.Token
+	err := s.view(ctx, func(t *tx) error {
+		var err error
+		if tk, err = t.token(hash); err == nil && tk == nil {
+			err = store.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading token: %w", err) // never echo the hash
+	}
+	return tk, nil
+}
+
+// DeleteToken removes the token stored under hash and its index entries.
 func (s *Store) DeleteToken(ctx context.Context, hash string) error {
 	_, err := s.update(ctx, func(t *tx) error {
-		k := s.k.token(hash)
-		got, err := t.get(k)
+		tk, err := t.token(hash)
 		if err != nil {
 			return err
 		}
-		if _, ok := got[k]; !ok {
+		if tk == nil {
 			return store.ErrNotFound
 		}
-		t.del(k)
+		t.unindexToken(tk)
+		t.del(s.k.token(hash))
 		return nil
 	})
 	if err != nil {
@@ -220,18 +303,50 @@ func (s *Store) ListTokens(ctx context.Context) ([]store.Token, error) {
 	var out []store.Token
 	err := s.view(ctx, func(t *tx) error {
 		out = []store.Token{}
-		return t.scanPrefix(s.k.tokens(), false, func(kv *mvccpb.KeyValue) error {
-			var tk store.Token
-			if err := json.Unmarshal(kv.Value, &tk); err != nil {
-				return fmt.Errorf("decoding token: %w", err)
-			}
-			out = append(out, tk)
-			return nil
-		})
+		return t.scanPrefix(s.k.tokens(), false, collectToken(&out, store.TokenFilter{}))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
 	slices.SortStableFunc(out, func(a, b store.Token) int { return a.Created.Compare(b.Created) })
 	return out, nil
+}
+
+// FindTokens returns the tokens matching every field f sets, oldest
+// Created first, read through the scope index (or the job index when f
+// names no scope): a machine's credentials are found without reading
+// every token.
+func (s *Store) FindTokens(ctx context.Context, f store.TokenFilter) ([]store.Token, error) {
+	if f.Scope == "" && f.JobID == "" {
+		return s.ListTokens(ctx)
+	}
+	var out []store.Token
+	err := s.view(ctx, func(t *tx) error {
+		out = []store.Token{}
+		prefix := s.k.tokenScopes(f.Scope)
+		if f.Scope == "" {
+			prefix = s.k.tokenJobs(f.JobID)
+		}
+		return t.indexed(prefix, s.k.token, collectToken(&out, f))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finding tokens: %w", err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Token) int { return a.Created.Compare(b.Created) })
+	return out, nil
+}
+
+// collectToken decodes a token record and appends it to out if it matches
+// every field f sets (an index prefix also holds longer scopes).
+func collectToken(out *[]store.Token, f store.TokenFilter) func(kv *mvccpb.KeyValue) error {
+	return func(kv *mvccpb.KeyValue) error {
+		var tk store.Token
+		if err := json.Unmarshal(kv.Value, &tk); err != nil {
+			return fmt.Errorf("decoding token: %w", err) // never echo the hash
+		}
+		if (f.Scope == "" || tk.Scope == f.Scope) && (f.JobID == "" || tk.JobID == f.JobID) {
+			*out = append(*out, tk)
+		}
+		return nil
+	}
 }

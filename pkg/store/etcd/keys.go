@@ -13,6 +13,8 @@ import (
 // lower-case hex digits, so keys sort numerically.
 //
 //	P meta/layout              "1": the layout version (checked at Open)
+//	P meta/restoring           a restore's token while it writes (Open
+//	                           refuses the prefix meanwhile)
 //	P m/<id>                   machine record; its etcd mod revision is the
 //	                           machine's revision
 //	P k/<kind>/<value>         unique key -> machine ID; kind is name, mac,
@@ -24,12 +26,21 @@ import (
 //	P l/<mac>                  DHCP lease
 //	P lip/<ip>                 IP -> MAC of the lease that took it last
 //	P j/<id>                   job (Revision is its mod revision, not stored)
+//	P js/<state>/<id>          "" : the job state index (ListJobs by state)
 //	P t/<sha256 hex>           API token
+//	P tsc/<scope>/<hash>       "" : tokens by scope (FindTokens)
+//	P tj/<job>/<hash>          "" : tokens by job (FindTokens)
+//	P f/<key>                  fence value (store.FenceStore: "job/<id>" ->
+//	                           the instance that owns the job)
 //	P s/<shard>                sealed secrets, a JSON map name -> Secret;
 //	                           secretShards shards by FNV of the name
 //	P tn/<machine>             telemetry node state (opaque bytes)
 //	P tp/<machine>/<day>       power day (opaque bytes)
 //	P ts/<machine>/<day>       daily power summary (opaque bytes)
+//
+// The name keys (k/name/<name>) are also the name index ListMachines
+// pages through: a page reads its names and then their records, never the
+// fleet.
 //
 // A machine's inventory, events and their counters go with it on delete,
 // in the same transaction.
@@ -41,6 +52,7 @@ const layoutVersion = 1
 type keys struct{ p string }
 
 func (k keys) layout() string           { return k.p + "meta/layout" }
+func (k keys) restoring() string        { return k.p + "meta/restoring" }
 func (k keys) machine(id string) string { return k.p + "m/" + id }
 func (k keys) machines() string         { return k.p + "m/" }
 
@@ -76,8 +88,15 @@ func (k keys) leases() string                         { return k.p + "l/" }
 func (k keys) leaseIP(ip string) string               { return k.p + "lip/" + ip }
 func (k keys) job(id string) string                   { return k.p + "j/" + id }
 func (k keys) jobs() string                           { return k.p + "j/" }
+func (k keys) names() string                          { return k.p + "k/name/" }
+func (k keys) jobState(state, id string) string       { return k.jobStates(state) + id }
+func (k keys) jobStates(state string) string          { return k.p + "js/" + state + "/" }
 func (k keys) token(hash string) string               { return k.p + "t/" + hash }
 func (k keys) tokens() string                         { return k.p + "t/" }
+func (k keys) tokenScopes(scope string) string        { return k.p + "tsc/" + scope + "/" }
+func (k keys) tokenJobs(job string) string            { return k.p + "tj/" + job + "/" }
+func (k keys) fence(key string) string                { return k.p + "f/" + key }
+func (k keys) fences() string                         { return k.p + "f/" }
 func (k keys) secretShard(n int) string               { return k.p + "s/" + strconv.Itoa(n) }
 func (k keys) secrets() string                        { return k.p + "s/" }
 func (k keys) nodes() string                          { return k.p + "tn/" }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -14,11 +15,12 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store"
 )
 
-// CreateMachine stores a new machine (see store.MachineStore): its record
-// and every unique key in one transaction that compares each key's
-// absence, so two instances creating machines with one MAC cannot both
-// succeed. The machine's revision is the transaction's etcd revision.
-func (s *Store) CreateMachine(ctx context.Context, m *machine.Machine) error {
+// CreateMachine stores a new machine and its first events (see
+// store.MachineStore): its record, every unique key, the events and their
+// counter in one transaction that compares each key's absence, so two
+// instances creating machines with one MAC cannot both succeed. The
+// machine's revision is the transaction's etcd revision.
+func (s *Store) CreateMachine(ctx context.Context, m *machine.Machine, evs ...machine.Event) error {
 	c, err := store.NewMachineRecord(m, s.opts.Now())
 	if err != nil {
 		return fmt.Errorf("creating machine: %w", err)
@@ -50,13 +52,51 @@ func (s *Store) CreateMachine(ctx context.Context, m *machine.Machine) error {
 		for _, k := range ks[1:] {
 			t.put(k, []byte(c.ID))
 		}
-		return nil
+		_, err = t.appendEvents(c.ID, evs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("creating machine %s: %w", c.Name, err)
 	}
 	*m = c
 	return nil
+}
+
+// appendEvents numbers evs after machine id's event counter and writes
+// them and the counter in t (the counter's read is compared at the
+// commit: no two writers give one seq). Each event is checked and stamped
+// by store.NewEventRecord.
+func (t *tx) appendEvents(id string, evs []machine.Event) ([]machine.Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	ck := t.s.k.evSeq(id)
+	got, err := t.get(ck)
+	if err != nil {
+		return nil, err
+	}
+	last, err := counter(got, ck)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]machine.Event, 0, len(evs))
+	for _, ev := range evs {
+		ev.Machine = id
+		ev, err := store.NewEventRecord(ev, t.s.opts.Now())
+		if err != nil {
+			return nil, fmt.Errorf("event %d of %d: %w", len(out)+1, len(evs), err)
+		}
+		last = store.NextSeq(last)
+		ev.Seq = last
+		raw, err := json.Marshal(&ev)
+		if err != nil {
+			return nil, err
+		}
+		t.put(t.s.k.event(id, ev.Seq), raw)
+		out = append(out, ev)
+	}
+	t.put(ck, []byte(strconv.FormatUint(last, 10)))
+	return out, nil
 }
 
 // checkKeys fails with store.KeyTaken if got (unique keys read by t) shows
@@ -229,22 +269,30 @@ func (t *tx) resolveID(id string) (string, []byte, error) {
 	return id, v, nil
 }
 
-// ListMachines returns the machines matching f, sorted by name.
+// ListMachines returns the machines matching f, sorted by name. A page
+// (f.After, f.Limit) walks the name keys from After and reads the records
+// they point to, a page at a time, until Limit machines match: it costs
+// about what the page's machines cost, not the fleet. The whole list is
+// one range read of the records, sorted here.
 func (s *Store) ListMachines(ctx context.Context, f store.MachineFilter) ([]machine.Machine, error) {
 	var out []machine.Machine
 	err := s.view(ctx, func(t *tx) error {
-		out = nil
-		return t.scanPrefix(s.k.machines(), false, func(kv *mvccpb.KeyValue) error {
-			m, err := decodeMachine(kv.Value)
-			if err != nil {
-				return fmt.Errorf("%s: %w", kv.Key, err)
-			}
-			if (f.Recipe == "" || m.Recipe == f.Recipe) && (f.State == "" || m.State == f.State) &&
-				(f.Rack == "" || m.Rack == f.Rack) {
-				out = append(out, *m)
-			}
-			return nil
-		})
+		out = []machine.Machine{}
+		if f.After == "" && f.Limit <= 0 {
+			return t.scanPrefix(s.k.machines(), false, func(kv *mvccpb.KeyValue) error {
+				m, err := decodeMachine(kv.Value)
+				if err != nil {
+					return fmt.Errorf("%s: %w", kv.Key, err)
+				}
+				if matches(m, f) {
+					out = append(out, *m)
+				}
+				return nil
+			})
+		}
+		var err error
+		out, err = t.pageMachines(f)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing machines: %w", err)
@@ -253,25 +301,67 @@ func (s *Store) ListMachines(ctx context.Context, f store.MachineFilter) ([]mach
 	return out, nil
 }
 
-// UpdateMachine runs fn on a copy of the machine and stores the result
-// with its unique keys moved, in one transaction that compares the
-// record's revision (fn runs again on a fresh copy if another writer got
-// in between).
-func (s *Store) UpdateMachine(ctx context.Context, idOrName string, fn func(*machine.Machine) error) (*machine.Machine, error) {
-	m, _, err := s.updateMachine(ctx, idOrName, nil, fn)
-	return m, err
+// matches reports whether m passes f's fields other than After and Limit.
+func matches(m *machine.Machine, f store.MachineFilter) bool {
+	return (f.Recipe == "" || m.Recipe == f.Recipe) && (f.State == "" || m.State == f.State) &&
+		(f.Rack == "" || m.Rack == f.Rack)
 }
 
-// UpdateMachineRev is UpdateMachine if the machine is still at revision
-// rev; store.ErrStale, fn not run and nothing written, if it is not.
-func (s *Store) UpdateMachineRev(ctx context.Context, idOrName string, rev uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
-	return s.updateMachine(ctx, idOrName, &rev, fn)
+// pageMachines reads name keys after f.After in pages of f.Limit (at least
+// 16, at most 128 when a filter may skip some), and the records they point
+// to, until f.Limit machines match or the names end.
+func (t *tx) pageMachines(f store.MachineFilter) ([]machine.Machine, error) {
+	out := []machine.Machine{}
+	start, end := t.s.k.names(), prefixEnd(t.s.k.names())
+	if f.After != "" {
+		start = t.s.k.name(f.After) + "\x00"
+	}
+	page := maxOps
+	if f.Limit > 0 && f.Recipe == "" && f.State == "" && f.Rack == "" {
+		page = min(f.Limit, maxOps)
+	}
+	for f.Limit <= 0 || len(out) < f.Limit {
+		names, more, err := t.rangeKeys(start, end, page)
+		if err != nil || len(names) == 0 {
+			return out, err
+		}
+		recs := make([]string, len(names))
+		for i, kv := range names {
+			recs[i] = t.s.k.machine(string(kv.Value))
+		}
+		kvs, err := t.fetch(recs)
+		if err != nil {
+			return nil, err
+		}
+		for i, kv := range kvs {
+			if kv == nil {
+				return nil, fmt.Errorf("name key %s points to missing machine %s: %w", names[i].Key, names[i].Value, store.ErrDamaged)
+			}
+			m, err := decodeMachine(kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", kv.Key, err)
+			}
+			if matches(m, f) && (f.Limit <= 0 || len(out) < f.Limit) {
+				out = append(out, *m)
+			}
+		}
+		if !more {
+			return out, nil
+		}
+		start = string(names[len(names)-1].Key) + "\x00"
+	}
+	return out, nil
 }
 
-func (s *Store) updateMachine(ctx context.Context, ref string, want *uint64, fn func(*machine.Machine) error) (*machine.Machine, uint64, error) {
-	var out machine.Machine
+// ChangeMachine runs c.Edit on a copy of the machine and stores the result
+// with its unique keys moved and the events Edit returned, in one
+// transaction that compares the record's revision (Edit runs again on a
+// fresh copy if another writer got in between; with c.Rev set, ErrStale
+// and Edit not run when the machine is no longer at it).
+func (s *Store) ChangeMachine(ctx context.Context, idOrName string, c store.Change) (*store.Changed, error) {
+	var out store.Changed
 	rev, err := s.updateLinearizable(ctx, func(t *tx) error {
-		id, raw, err := t.resolve(ref, true)
+		id, raw, err := t.resolve(idOrName, true)
 		if err != nil {
 			return err
 		}
@@ -279,13 +369,17 @@ func (s *Store) updateMachine(ctx context.Context, ref string, want *uint64, fn 
 		if err != nil {
 			return err
 		}
-		if want != nil {
+		if c.Rev != 0 {
 			what := fmt.Sprintf("machine %s (%s)", old.Name, old.ID)
-			if err := store.CheckRevision(what, uint64(t.modRev(s.k.machine(id))), *want); err != nil {
+			if err := store.CheckRevision(what, uint64(t.modRev(s.k.machine(id))), c.Rev); err != nil {
 				return err
 			}
 		}
-		m, err := store.UpdatedMachineRecord(old, fn, s.opts.Now())
+		var evs []machine.Event
+		m, err := store.UpdatedMachineRecord(old, func(m *machine.Machine) (err error) {
+			evs, err = c.Edit(m)
+			return err
+		}, s.opts.Now())
 		if err != nil {
 			return err
 		}
@@ -296,13 +390,15 @@ func (s *Store) updateMachine(ctx context.Context, ref string, want *uint64, fn 
 			return err
 		}
 		t.put(s.k.machine(id), raw)
-		out = m
-		return nil
+		out.Machine = m
+		out.Events, err = t.appendEvents(id, evs)
+		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("updating machine %s: %w", ref, err)
+		return nil, fmt.Errorf("changing machine %s: %w", idOrName, err)
 	}
-	return &out, uint64(rev), nil
+	out.Rev = uint64(rev)
+	return &out, nil
 }
 
 // moveKeys writes m's unique keys in place of old's: the keys old had and

@@ -164,11 +164,35 @@ func (s *Store) AppendEvent(ctx context.Context, ev machine.Event) (machine.Even
 	if err != nil {
 		return ev, fmt.Errorf("appending event to machine %s: %w", ev.Machine, err)
 	}
-	out, err := s.events.do(ctx, ev)
+	var out machine.Event
+	if len(store.Fences(ctx)) > 0 {
+		out, err = s.appendFenced(ctx, ev)
+	} else {
+		out, err = s.events.do(ctx, ev)
+	}
 	if err != nil {
 		return ev, fmt.Errorf("appending %s event to machine %s: %w", ev.Kind, ev.Machine, err)
 	}
 	return out, nil
+}
+
+// appendFenced appends ev in a transaction of its own: a round of the
+// group commit carries the calls of many contexts, and one caller's fence
+// must not fail (or pass) another's event.
+func (s *Store) appendFenced(ctx context.Context, ev machine.Event) (machine.Event, error) {
+	var out machine.Event
+	_, err := s.update(ctx, func(t *tx) error {
+		id, _, err := t.resolve(ev.Machine, false)
+		if err != nil {
+			return err
+		}
+		evs, err := t.appendEvents(id, []machine.Event{ev})
+		if err == nil {
+			out = evs[0]
+		}
+		return err
+	})
+	return out, err
 }
 
 // applyEvents adds a round of events to t (see group.apply).

@@ -18,9 +18,8 @@ import (
 	"github.com/ingot-dev/ingot/pkg/store/etcd/etcdtest"
 )
 
-// The secrets and telemetry contracts (store.SecretStore and
-// store.TelemetryStore) are not in storetest.Run yet; these check them
-// here, past etcd's 128-operation limit.
+// The secrets and telemetry contracts past etcd's 128-operation limit
+// (storetest.Run checks their rules on a few records).
 
 func TestIntegrationSecrets(t *testing.T) {
 	c := etcdtest.Single(t)

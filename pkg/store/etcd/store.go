@@ -6,8 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -35,14 +33,10 @@ type Store struct {
 	closed  atomic.Bool
 	leases  *group[leaseOp, struct{}]
 	events  *group[machine.Event, machine.Event]
+	status  statusCache
 }
 
-var (
-	_ store.Store          = (*Store)(nil)
-	_ store.SecretStore    = (*Store)(nil)
-	_ store.TelemetryStore = (*Store)(nil)
-	_ store.Backuper       = (*Store)(nil)
-)
+var _ store.Store = (*Store)(nil)
 
 // groupWorkers is how many transactions of one group commit (leases,
 // events) are in flight at once: one round gathers while another commits.
@@ -52,14 +46,23 @@ var (
 // latency, not CPU, is what a second round in flight hides.
 const groupWorkers = 2
 
+// defaultDialTimeout bounds connecting when the URL says nothing
+// (dial-timeout=).
+const defaultDialTimeout = 5 * time.Second
+
 // Open connects to the cluster c names and checks (or writes, on an empty
 // prefix) the key layout version. opts binds as for every backend
-// (History, Now, Logger); Timeout is how long the connection may take
-// when c has no DialTimeout.
+// (History, Now, Logger); Timeout and BatchDelay are bbolt's and unused.
 func Open(ctx context.Context, c Config, opts store.Options) (*Store, error) {
-	opts = withDefaults(opts)
+	return open(ctx, c, opts, false)
+}
+
+// open is Open; restoring opens a prefix that a restore holds (Restore's
+// own store).
+func open(ctx context.Context, c Config, opts store.Options, restoring bool) (*Store, error) {
+	opts = opts.WithDefaults()
 	if c.DialTimeout <= 0 {
-		c.DialTimeout = opts.Timeout
+		c.DialTimeout = defaultDialTimeout // not opts.Timeout: that is bbolt's file lock wait
 	}
 	cc, err := clientConfig(ctx, c)
 	if err != nil {
@@ -74,7 +77,7 @@ func Open(ctx context.Context, c Config, opts store.Options) (*Store, error) {
 	// not being answered. Bound that request by the dial timeout and say so.
 	octx, cancel := context.WithTimeout(ctx, c.DialTimeout)
 	defer cancel()
-	s, err := OpenClient(octx, cli, c.Prefix, opts)
+	s, err := openClient(octx, cli, c.Prefix, opts, restoring)
 	if err != nil {
 		cli.Close()
 		if octx.Err() != nil && ctx.Err() == nil {
@@ -99,12 +102,16 @@ func OpenURL(ctx context.Context, location string, opts store.Options) (*Store, 
 // OpenClient is a Store on a client the caller made and keeps (Close
 // leaves it open), under prefix ("/a/b/").
 func OpenClient(ctx context.Context, cli *clientv3.Client, prefix string, opts store.Options) (*Store, error) {
+	return openClient(ctx, cli, prefix, opts, false)
+}
+
+func openClient(ctx context.Context, cli *clientv3.Client, prefix string, opts store.Options, restoring bool) (*Store, error) {
 	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") {
 		return nil, fmt.Errorf("key prefix %q: expected it to start and end with /", prefix)
 	}
-	s := &Store{cli: cli, k: keys{prefix}, opts: withDefaults(opts),
-		cfg: Config{Endpoints: cli.Endpoints(), Prefix: prefix, RequestTimeout: 30 * time.Second}}
-	if err := s.checkLayout(ctx); err != nil {
+	s := &Store{cli: cli, k: keys{prefix}, opts: opts.WithDefaults(),
+		cfg: Config{Endpoints: endpointHosts(cli.Endpoints()), Prefix: prefix, RequestTimeout: 30 * time.Second}}
+	if err := s.checkLayout(ctx, restoring); err != nil {
 		return nil, err
 	}
 	s.leases = newGroup(s, maxLeasesPerTxn, groupWorkers, s.applyLeases)
@@ -112,21 +119,14 @@ func OpenClient(ctx context.Context, cli *clientv3.Client, prefix string, opts s
 	return s, nil
 }
 
-// withDefaults fills what opts leaves zero, as every backend does.
-func withDefaults(o store.Options) store.Options {
-	if o.Timeout <= 0 {
-		o.Timeout = 5 * time.Second
+// endpointHosts strips the scheme from client URLs (host:port, as Config
+// keeps them).
+func endpointHosts(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = strings.TrimPrefix(strings.TrimPrefix(u, "http://"), "https://")
 	}
-	if o.History <= 0 {
-		o.History = 20
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return o
+	return out
 }
 
 // clientConfig is the etcd client's configuration for c: TLS files and
@@ -187,15 +187,21 @@ func tlsConfig(c Config) (*tls.Config, error) {
 }
 
 // checkLayout writes the layout version on an empty prefix, and refuses
-// a prefix written by a newer ingot.
-func (s *Store) checkLayout(ctx context.Context) error {
+// a prefix written by a newer ingot, or one a restore is writing (unless
+// restoring: the restore's own store).
+func (s *Store) checkLayout(ctx context.Context, restoring bool) error {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	key := s.k.layout()
+	key, mark := s.k.layout(), s.k.restoring()
 	resp, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, strconv.Itoa(layoutVersion))).Else(clientv3.OpGet(key)).Commit()
+		Then(clientv3.OpPut(key, strconv.Itoa(layoutVersion)), clientv3.OpGet(mark)).
+		Else(clientv3.OpGet(key), clientv3.OpGet(mark)).Commit()
 	if err != nil {
 		return fmt.Errorf("reading the layout version %s: %w", key, err)
+	}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && !restoring {
+		return fmt.Errorf("a restore is writing prefix %s (or died halfway: %s is set; delete the prefix with etcdctl del --prefix %s and restore again): %w",
+			s.k.p, mark, s.k.p, store.ErrLocked)
 	}
 	if resp.Succeeded {
 		return nil

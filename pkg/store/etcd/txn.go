@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // etcd's documented limits (etcd --max-txn-ops and --max-request-bytes,
@@ -49,7 +51,7 @@ type tx struct {
 	writes map[string]*write   // final state of each key written
 	order  []string            // keys in the order first written
 	ranges [][2]string         // key ranges [start, end) deleted
-	guards []clientv3.Cmp      // compares that must hold, added by the caller
+	guards []guard             // fences of the context (store.Fences)
 	bytes  int
 }
 
@@ -117,7 +119,7 @@ func (s *Store) write(ctx context.Context, serial bool, fn func(*tx) error) (int
 			}
 		}
 		if !errors.Is(err, errRetry) {
-			if t.serial && t.rev != 0 && !errors.Is(err, errTooBig) {
+			if t.serial && t.rev != 0 && !errors.Is(err, errTooBig) && !errors.Is(err, store.ErrFenced) {
 				serial = false // a refusal decided on a member's local state: confirm it
 				continue
 			}
@@ -133,14 +135,48 @@ func (s *Store) write(ctx context.Context, serial bool, fn func(*tx) error) (int
 	}
 }
 
-// guards are the compares every write of ctx carries. None yet: this is
-// where a conditional write (issue 22: "and this owner key still has this
-// value", to fence job ownership) adds clientv3.Compare(clientv3.Value(key),
-// "=", owner) for the guard ctx carries (what the contract's conditional
-// write passes); update must then tell a failed guard (the caller's error)
-// from a lost race (retried) by reading the guard keys after a failed
-// commit.
-func (s *Store) guards(context.Context) []clientv3.Cmp { return nil }
+// guards are the fences every write of ctx must find holding their values
+// (store.Fences): each becomes a compare of the commit, so the check and
+// the write are one etcd transaction. A fence whose value is "" must be
+// absent (a value compare on a missing key always fails in etcd).
+func (s *Store) guards(ctx context.Context) []guard {
+	var out []guard
+	for _, f := range store.Fences(ctx) {
+		k := s.k.fence(f.Key)
+		c := clientv3.Compare(clientv3.Value(k), "=", f.Value)
+		if f.Value == "" {
+			c = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		}
+		out = append(out, guard{f: f, key: k, cmp: c})
+	}
+	return out
+}
+
+// guard is one fence a write checks.
+type guard struct {
+	f   store.Fence
+	key string
+	cmp clientv3.Cmp
+}
+
+// fenced reads the guards' keys from the Else branch of a failed commit
+// (the same revision the compares saw): the fence that does not hold, as
+// store.CheckFence words it, or nil when every fence held and the commit
+// lost a race instead.
+func fenced(gs []guard, resp *clientv3.TxnResponse) error {
+	for i, g := range gs {
+		have := ""
+		if i < len(resp.Responses) {
+			if kvs := resp.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+				have = string(kvs[0].Value)
+			}
+		}
+		if err := store.CheckFence(g.f, have); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // backoff sleeps a random while that grows with attempt (at most 50ms),
 // so writers that keep colliding spread out.
@@ -286,12 +322,20 @@ func (t *tx) fits(ops, compares, bytes int) bool {
 }
 
 // commit sends the transaction. It returns the commit's revision, errRetry
-// when a compare failed, or errTooBig.
+// when a compare of a read failed, store.ErrFenced when a guard failed
+// (not retried: the job belongs to another instance now), or errTooBig. A
+// transaction that writes nothing but carries guards is still sent, so a
+// fenced caller learns that its fence is gone.
 func (t *tx) commit() (int64, error) {
-	if t.ops() == 0 {
+	if t.ops() == 0 && len(t.guards) == 0 {
 		return t.rev, nil // nothing to write; the reads were one state
 	}
-	cmps := slices.Clone(t.guards)
+	cmps := make([]clientv3.Cmp, 0, len(t.guards)+len(t.seen))
+	orElse := make([]clientv3.Op, 0, len(t.guards))
+	for _, g := range t.guards {
+		cmps = append(cmps, g.cmp)
+		orElse = append(orElse, clientv3.OpGet(g.key))
+	}
 	for _, k := range slices.Sorted(maps.Keys(t.seen)) {
 		m := t.seen[k]
 		if m.byCreate {
@@ -304,6 +348,22 @@ func (t *tx) commit() (int64, error) {
 		return 0, fmt.Errorf("%d compares, %d operations and %d bytes: %w (at most %d, %d and %d)",
 			len(cmps), t.ops(), t.bytes, errTooBig, maxOps, maxOps, maxTxnBytes)
 	}
+	resp, err := t.s.cli.Txn(t.ctx).If(cmps...).Then(t.writeOps()...).Else(orElse...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("committing %d writes: %w", t.ops(), err)
+	}
+	if !resp.Succeeded {
+		if err := fenced(t.guards, resp); err != nil {
+			return 0, err
+		}
+		return 0, errRetry
+	}
+	return resp.Header.Revision, nil
+}
+
+// writeOps are the operations of the commit: puts and deletes in the order
+// first written, then the deleted ranges.
+func (t *tx) writeOps() []clientv3.Op {
 	ops := make([]clientv3.Op, 0, t.ops())
 	for _, k := range t.order {
 		if w := t.writes[k]; w.del {
@@ -315,14 +375,7 @@ func (t *tx) commit() (int64, error) {
 	for _, r := range t.ranges {
 		ops = append(ops, clientv3.OpDelete(r[0], clientv3.WithRange(r[1])))
 	}
-	resp, err := t.s.cli.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("committing %d writes: %w", len(ops), err)
-	}
-	if !resp.Succeeded {
-		return 0, errRetry
-	}
-	return resp.Header.Revision, nil
+	return ops
 }
 
 // view runs fn on a transaction that is never committed: its reads are one
@@ -384,4 +437,24 @@ func (t *tx) scan(start, end string, keysOnly bool, fn func(kv *mvccpb.KeyValue)
 // scanPrefix is scan over every key under prefix.
 func (t *tx) scanPrefix(prefix string, keysOnly bool, fn func(kv *mvccpb.KeyValue) error) error {
 	return t.scan(prefix, prefixEnd(prefix), keysOnly, fn)
+}
+
+// rangeKeys reads at most limit keys of [start, end) with their values at
+// the transaction's revision, and whether more follow.
+func (t *tx) rangeKeys(start, end string, limit int) ([]*mvccpb.KeyValue, bool, error) {
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(int64(limit))}
+	if t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.s.cli.Get(t.ctx, start, opts...)
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil, false, fmt.Errorf("reading at revision %d: %w", t.rev, errRetry)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("reading keys from %s: %w", start, err)
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	return resp.Kvs, resp.More, nil
 }

@@ -40,6 +40,10 @@ type Config struct {
 	// DialTimeout bounds connecting at Open (default 5s); RequestTimeout
 	// bounds each request made without a deadline of its own (default 30s).
 	DialTimeout, RequestTimeout time.Duration
+	// QuotaBytes is the cluster's --quota-backend-bytes (default
+	// DefaultQuota, 2 GiB; etcd allows 8 GiB at most): a 3.4 server does
+	// not report it, and Stats measures the database against it.
+	QuotaBytes int64
 }
 
 // DefaultPort is etcd's client port, used when an endpoint names none.
@@ -47,7 +51,7 @@ const DefaultPort = "2379"
 
 // queryParams are the query parameters ParseURL knows, for its errors.
 var queryParams = []string{"cacert", "cert", "key", "tls", "server-name", "user", "password", "password-file",
-	"dial-timeout", "timeout"}
+	"dial-timeout", "timeout", "quota"}
 
 // prefixSegment is one path segment of a key prefix.
 var prefixSegment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -62,7 +66,8 @@ var prefixSegment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // address is written in brackets. The path is the key prefix and is
 // required: segments of letters, digits, '.', '_' and '-'. Parameters:
 // cacert, cert, key, tls (true/false), server-name, user, password,
-// password-file, dial-timeout and timeout (Go durations). Every error names
+// password-file, dial-timeout and timeout (Go durations), quota (the
+// cluster's --quota-backend-bytes: 2GiB when not given). Every error names
 // the part of the URL that is wrong and what was expected.
 func ParseURL(raw string) (Config, error) {
 	rest, ok := strings.CutPrefix(raw, "etcd://")
@@ -208,6 +213,8 @@ func setParam(c *Config, name, v string, tlsSet *bool) error {
 		c.DialTimeout, err = positiveDuration(v)
 	case "timeout":
 		c.RequestTimeout, err = positiveDuration(v)
+	case "quota":
+		c.QuotaBytes, err = parseBytes(v)
 	}
 	return err
 }
@@ -218,6 +225,25 @@ func positiveDuration(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q: expected a positive duration such as 5s", v)
 	}
 	return d, nil
+}
+
+// maxQuota is the largest quota etcd documents (8 GiB).
+const maxQuota = 8 << 30
+
+// parseBytes reads a size: a number of bytes, or one with a unit KiB, MiB
+// or GiB (quota=8GiB), at most maxQuota.
+func parseBytes(v string) (int64, error) {
+	num, mult := v, int64(1)
+	for unit, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(v, unit); ok {
+			num, mult = n, m
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > maxQuota/mult {
+		return 0, fmt.Errorf("%q: expected a size such as 2GiB, at most 8GiB (etcd's limit)", v)
+	}
+	return n * mult, nil
 }
 
 // checkConfig checks the parameters against each other.
@@ -266,6 +292,9 @@ func (c Config) String() string {
 	}
 	if c.RequestTimeout > 0 {
 		q.Set("timeout", c.RequestTimeout.String())
+	}
+	if c.QuotaBytes > 0 {
+		q.Set("quota", strconv.FormatInt(c.QuotaBytes, 10))
 	}
 	s := "etcd://" + strings.Join(c.Endpoints, ",") + strings.TrimSuffix(c.Prefix, "/")
 	if len(q) > 0 {
