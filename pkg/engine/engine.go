@@ -147,6 +147,9 @@ type Config struct {
 	// start-up margin (default 2 minutes: a GPU server's fans and inrush
 	// settle within its POST).
 	StartupSettle time.Duration
+	// Owner says which instance runs each job where several share one
+	// store (owner.go); nil: this instance runs every job (Solo).
+	Owner Owner
 }
 
 // Engine runs provisioning jobs.
@@ -181,6 +184,7 @@ type Engine struct {
 	media    Media
 	warm     func(ctx context.Context, m *machine.Machine, jobID string) error
 	bootURL  string
+	own      ownership // owner.go
 }
 
 // New builds an Engine.
@@ -205,6 +209,8 @@ func New(cfg Config) (*Engine, error) {
 	if e.sample == 0 {
 		e.sample = 30 * time.Second
 	}
+	e.own = newOwnership(cfg.Owner)
+	e.dial = guardBMC(cfg.DialBMC, e.own.owner)
 	e.warm, e.bootURL = cfg.Warm, strings.TrimRight(cfg.BootURL, "/")
 	e.media = cfg.Media
 	e.gate.settle = cfg.StartupSettle

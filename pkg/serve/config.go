@@ -120,6 +120,12 @@ type Config struct {
 	// MAC (pkg/agentauth): lease, neighbour or first-use; "" picks lease
 	// with --dhcp full and neighbour otherwise.
 	AgentBinding string `yaml:"agent_binding"`
+
+	// Instance names this ingot among the instances sharing an etcd store
+	// (default: the host name); InstanceTTL is its membership lease: how
+	// long its jobs wait for another instance after it dies (pkg/scaleout).
+	Instance    string        `yaml:"instance"`
+	InstanceTTL time.Duration `yaml:"instance_ttl"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -157,6 +163,7 @@ func Defaults() Config {
 		BMCCredentialsDir:      "/etc/ingot/bmc",
 		BMCCredentialEnvPrefix: "INGOT_BMC_",
 		DiscoveryInitrd:        "agent-initrd",
+		InstanceTTL:            15 * time.Second,
 	}
 }
 
@@ -165,7 +172,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Config, "config", c.Config, "config file (YAML or JSON; keys are the flag names with underscores)")
 	fs.StringVar(&c.Interface, "interface", c.Interface, "boot network interface; DHCP and TFTP answer only there (required for DHCP and TFTP)")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory: ingot.db, artifacts/, boot/")
-	fs.StringVar(&c.DB, "db", c.DB, "the store: a bbolt file, as a path or bolt:///PATH (default DATA/ingot.db)")
+	fs.StringVar(&c.DB, "db", c.DB, "the store: a bbolt file, as a path or bolt:///PATH (default DATA/ingot.db), or etcd://HOST:2379,HOST:2379/PREFIX shared by several instances (README: The etcd store)")
 	fs.StringVar(&c.Recipes, "recipes", c.Recipes, "recipes directory (*.yaml); empty: no recipes, machines get an error script")
 	fs.StringVar(&c.ServerIP, "server-ip", c.ServerIP, "our IPv4 address on --interface (default: the interface's first IPv4 address; must belong to it)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
@@ -211,6 +218,8 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AlertmanagerURL, "alertmanager-url", c.AlertmanagerURL, "send alerts to this Alertmanager (or compatible) at URL/api/v2/alerts")
 	fs.StringVar(&c.AgentBinding, "agent-binding", c.AgentBinding, "how a machine's credential requester is recognised: lease (ingot's DHCP lease), neighbour "+
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "this instance's name among those sharing an etcd store (default: the host name; unique)")
+	fs.DurationVar(&c.InstanceTTL, "instance-ttl", c.InstanceTTL, "etcd store: this instance's lease; its jobs move to another instance this long after it dies (5s at least)")
 }
 
 // PublicLimiter is the per-address limit of the credential-less routes.

@@ -30,6 +30,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/scaleout"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/backends"
@@ -63,6 +64,8 @@ type Parts struct {
 	API    *apiserver.Server
 	// BMCs holds one session per BMC, shared by every part.
 	BMCs *bmc.Pool
+	// Node is this instance among those sharing the store (pkg/scaleout).
+	Node *scaleout.Node
 
 	cfg     Config
 	o       Options
@@ -93,7 +96,7 @@ func Build(ctx context.Context, cfg Config, o Options) (*Parts, error) {
 		name string
 		fn   func(context.Context) error
 	}{
-		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"content store", c.openArtifacts},
+		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"scale-out", c.joinGroup}, {"content store", c.openArtifacts},
 		{"secret keys", c.loadKeys}, {"warm reimage key", c.loadWarmKey}, {"fleet", c.buildFleet}, {"virtual media", c.buildMedia},
 		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI},
 	}
@@ -135,6 +138,14 @@ func (c *Parts) openStore(ctx context.Context) error {
 	}
 	c.Store = st
 	return bootstrapToken(ctx, st, c.cfg.Data, c.log)
+}
+
+// joinGroup makes this instance a member of those sharing the store (a
+// group of one on bbolt).
+func (c *Parts) joinGroup(ctx context.Context) (err error) {
+	c.Node, err = scaleout.Join(ctx, c.Store, scaleout.Config{Name: c.cfg.Instance, TTL: c.cfg.InstanceTTL,
+		Logger: c.log.With("service", "scale-out")})
+	return err
 }
 
 func (c *Parts) openArtifacts(context.Context) (err error) {
@@ -191,7 +202,7 @@ func (c *Parts) buildEngine(context.Context) error {
 	c.Engine, err = engine.New(engine.Config{
 		Machines: c.Fleet, Jobs: c.Store, Leases: c.Store, Credentials: c.Auth, DialBMC: c.bmcs.engine, Warm: c.warm,
 		BootURL: c.cfg.PublicURL, Recipes: c.recipes.Get, Artifacts: c.arts, Logger: c.log.With("service", "engine"), DHCP: info,
-		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media,
+		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media, Owner: c.Node.Owner(),
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			return engineFindings(drift.Check(inv, r))
 		},
@@ -254,7 +265,7 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
-		ServiceFunc("reload", c.fanOutReload)}
+		ServiceFunc("reload", c.fanOutReload), ServiceFunc("scale-out", c.Node.Run)}
 	if c.tel != nil {
 		out = append(out, ServiceFunc("telemetry", c.tel.Run))
 	}

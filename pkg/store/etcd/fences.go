@@ -13,11 +13,17 @@ import (
 // in one etcd transaction comparing what it holds (store.FenceStore);
 // value "" removes it. A swap is not itself fenced.
 func (s *Store) SwapFence(ctx context.Context, key, old, value string) error {
+	_, err := s.swapFence(ctx, key, old, value)
+	return err
+}
+
+// swapFence is SwapFence, returning the revision of the swap.
+func (s *Store) swapFence(ctx context.Context, key, old, value string) (int64, error) {
 	if key == "" {
-		return fmt.Errorf("swapping a fence: the key is empty")
+		return 0, fmt.Errorf("swapping a fence: the key is empty")
 	}
 	if err := s.ready(ctx); err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
@@ -32,21 +38,21 @@ func (s *Store) SwapFence(ctx context.Context, key, old, value string) error {
 	}
 	resp, err := s.cli.Txn(ctx).If(cmp).Then(op).Else(clientv3.OpGet(k)).Commit()
 	if err != nil {
-		return fmt.Errorf("swapping fence %s: %w", key, s.mapErr(err))
+		return 0, fmt.Errorf("swapping fence %s: %w", key, s.mapErr(err))
 	}
 	if resp.Succeeded {
-		return nil
+		return resp.Header.Revision, nil
 	}
 	have := ""
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		have = string(kvs[0].Value)
 	}
 	if err := store.CheckFenceSwap(key, have, old); err != nil {
-		return fmt.Errorf("swapping fence %s: %w", key, err)
+		return 0, fmt.Errorf("swapping fence %s: %w", key, err)
 	}
 	// The compare failed but what it read matches: "" stored as a value
 	// (never written by SwapFence) against old "".
-	return fmt.Errorf("swapping fence %s: it holds an empty value: %w", key, store.ErrStale)
+	return 0, fmt.Errorf("swapping fence %s: it holds an empty value: %w", key, store.ErrStale)
 }
 
 // Fence is the value the fence key holds, "" when none (a linearizable

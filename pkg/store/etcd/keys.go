@@ -31,7 +31,10 @@ import (
 //	P tsc/<scope>/<hash>       "" : tokens by scope (FindTokens)
 //	P tj/<job>/<hash>          "" : tokens by job (FindTokens)
 //	P f/<key>                  fence value (store.FenceStore: "job/<id>" ->
-//	                           the instance that owns the job)
+//	                           the member ID of the instance that owns it)
+//	P inst/<name>/<lease hex>  a live instance (Member), under its lease
+//	P elect/<name>/...         etcd elections (concurrency.Election): the
+//	                           maintenance leader, DHCP segments
 //	P s/<shard>                sealed secrets, a JSON map name -> Secret;
 //	                           secretShards shards by FNV of the name
 //	P tn/<machine>             telemetry node state (opaque bytes)
@@ -97,6 +100,9 @@ func (k keys) tokenScopes(scope string) string        { return k.p + "tsc/" + sc
 func (k keys) tokenJobs(job string) string            { return k.p + "tj/" + job + "/" }
 func (k keys) fence(key string) string                { return k.p + "f/" + key }
 func (k keys) fences() string                         { return k.p + "f/" }
+func (k keys) member(id string) string                { return k.members() + id }
+func (k keys) members() string                        { return k.p + "inst/" }
+func (k keys) election(name string) string            { return k.p + "elect/" + name }
 func (k keys) secretShard(n int) string               { return k.p + "s/" + strconv.Itoa(n) }
 func (k keys) secrets() string                        { return k.p + "s/" }
 func (k keys) nodes() string                          { return k.p + "tn/" }
