@@ -66,6 +66,7 @@ type Parts struct {
 	BMCs *bmc.Pool
 	// Node is this instance among those sharing the store (pkg/scaleout).
 	Node *scaleout.Node
+	seg  *scaleout.Segment // scaleout.go
 
 	cfg     Config
 	o       Options
@@ -265,7 +266,7 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
-		ServiceFunc("reload", c.fanOutReload), ServiceFunc("scale-out", c.Node.Run)}
+		ServiceFunc("reload", c.fanOutReload), ServiceFunc("scale-out", c.Node.Run), ServiceFunc("dhcp-segment", c.segment().Run)}
 	if c.tel != nil {
 		out = append(out, ServiceFunc("telemetry", c.tel.Run))
 	}
@@ -300,7 +301,7 @@ func (c *Parts) deps() (Deps, error) {
 	}
 	return Deps{Registry: reg, Store: c.Store, Discover: c.Fleet, Artifacts: c.arts, Recipes: c.recipes.Get, Tokens: c.API,
 		Logger: c.log, Mount: []func(*http.ServeMux){c.API.Register}, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
-		Services: c.services(), Media: c.media, Ready: c.o.Ready}, nil
+		Services: c.services(), Media: c.media, Ready: c.o.Ready, DHCPActive: c.segment().Active}, nil
 }
 
 // dhcpInfo tells the engine what serve's DHCP answers for (recipes'

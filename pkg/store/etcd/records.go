@@ -3,10 +3,12 @@ package etcd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -140,6 +142,9 @@ func (t *tx) last(prefix string) ([]byte, error) {
 		opts = append(opts, clientv3.WithRev(t.rev))
 	}
 	resp, err := t.s.cli.Get(t.ctx, prefix, opts...)
+	if errors.Is(err, rpctypes.ErrCompacted) || transient(err) {
+		return nil, fmt.Errorf("reading the last key under %s at revision %d: %v: %w", prefix, t.rev, err, errRetry)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the last key under %s: %w", prefix, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -261,8 +263,9 @@ func (t *tx) fetch(keys []string) ([]*mvccpb.KeyValue, error) {
 			ops[i] = clientv3.OpGet(k, opts...)
 		}
 		resp, err := t.s.cli.Txn(t.ctx).Then(ops...).Commit()
-		if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) {
-			// Compacted away, or a member behind the one that pinned it.
+		if errors.Is(err, rpctypes.ErrCompacted) || errors.Is(err, rpctypes.ErrFutureRev) || transient(err) {
+			// Compacted away, a member behind the one that pinned it, or
+			// a leader election under way: a read, so read again.
 			return nil, fmt.Errorf("reading at revision %d: %v: %w", t.rev, err, errRetry)
 		}
 		if err != nil {
@@ -393,6 +396,9 @@ func (s *Store) view(ctx context.Context, fn func(*tx) error) error {
 		if !errors.Is(err, errRetry) || attempt == maxAttempts {
 			return s.mapErr(err)
 		}
+		if err := backoff(ctx, attempt); err != nil {
+			return s.mapErr(err)
+		}
 	}
 }
 
@@ -413,8 +419,8 @@ func (t *tx) scan(start, end string, keysOnly bool, fn func(kv *mvccpb.KeyValue)
 			opts = append(opts, clientv3.WithKeysOnly())
 		}
 		resp, err := t.s.cli.Get(t.ctx, start, opts...)
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			return fmt.Errorf("scanning at revision %d: %w", t.rev, errRetry)
+		if errors.Is(err, rpctypes.ErrCompacted) || transient(err) {
+			return fmt.Errorf("scanning at revision %d: %v: %w", t.rev, err, errRetry)
 		}
 		if err != nil {
 			return fmt.Errorf("scanning %s: %w", start, err)
@@ -447,8 +453,8 @@ func (t *tx) rangeKeys(start, end string, limit int) ([]*mvccpb.KeyValue, bool, 
 		opts = append(opts, clientv3.WithRev(t.rev))
 	}
 	resp, err := t.s.cli.Get(t.ctx, start, opts...)
-	if errors.Is(err, rpctypes.ErrCompacted) {
-		return nil, false, fmt.Errorf("reading at revision %d: %w", t.rev, errRetry)
+	if errors.Is(err, rpctypes.ErrCompacted) || transient(err) {
+		return nil, false, fmt.Errorf("reading at revision %d: %v: %w", t.rev, err, errRetry)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("reading keys from %s: %w", start, err)
@@ -457,4 +463,21 @@ func (t *tx) rangeKeys(start, end string, limit int) ([]*mvccpb.KeyValue, bool, 
 		t.rev = resp.Header.Revision
 	}
 	return resp.Kvs, resp.More, nil
+}
+
+// transient reports an error of a read that a member going away or a
+// leader election causes (the connection to a stopped member broke, the
+// member lost its leader, or it changed while a linearizable read
+// waited: gRPC's Unavailable): reading again, from another member or once
+// there is a leader, answers it. Only reads are retried on it: a write
+// that failed so may have been applied.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, rpctypes.ErrLeaderChanged) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) {
+		return true
+	}
+	return status.Code(err) == codes.Unavailable
 }

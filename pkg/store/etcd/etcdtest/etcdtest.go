@@ -190,9 +190,9 @@ func (c *Cluster) start(m *Member, token string) error {
 	}
 	cmd := exec.Command(Binary, c.args(m, token)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The member dies with the test binary, even one killed by a timeout.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// The member dies with the test binary, even one killed by a timeout
+	// (and not before: see StartProcess).
+	if err := StartProcess(cmd); err != nil {
 		logf.Close()
 		return fmt.Errorf("starting etcd member %s: %w", m.Name, err)
 	}
@@ -389,4 +389,31 @@ func (c *Cluster) stopAll() {
 		wg.Go(func() { c.Stop(i) })
 	}
 	wg.Wait()
+}
+
+// Leader is the index of the member that leads the cluster now (-1 when
+// no running member names one).
+func (c *Cluster) Leader(ctx context.Context) int {
+	for _, m := range c.Members {
+		if !m.Running() {
+			continue
+		}
+		cli, err := clientv3.New(c.clientConfig([]string{m.ClientURL}, 2*time.Second))
+		if err != nil {
+			continue
+		}
+		st, err := cli.Status(ctx, m.ClientURL)
+		cli.Close()
+		if err != nil || st.Leader == 0 {
+			continue
+		}
+		if st.Leader == st.Header.MemberId {
+			for i := range c.Members {
+				if c.Members[i] == m {
+					return i
+				}
+			}
+		}
+	}
+	return -1
 }

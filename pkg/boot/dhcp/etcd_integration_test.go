@@ -1,0 +1,307 @@
+//go:build integration
+
+package dhcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ingot-dev/ingot/pkg/boot/dhcp"
+	"github.com/ingot-dev/ingot/pkg/netns"
+	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/scaleout"
+	"github.com/ingot-dev/ingot/pkg/store"
+	"github.com/ingot-dev/ingot/pkg/store/etcd"
+	"github.com/ingot-dev/ingot/pkg/store/etcd/etcdtest"
+)
+
+// etcdServerConfig is what a DHCP server process on an etcd store is
+// given (INGOT_DHCP_ETCD_SERVER, JSON): it runs in the host's namespace,
+// where etcd listens on loopback, with its DHCP socket opened inside NS.
+type etcdServerConfig struct {
+	NS, URL, Name string
+	// Elect: answer only while leading the segment's election (as serve
+	// does); else always (two instances both answering: the transactional
+	// allocator alone keeps addresses apart).
+	Elect bool
+}
+
+// runEtcdServer is the server process of etcdServerConfig (TestMain).
+func runEtcdServer(raw string) error {
+	var c etcdServerConfig
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	st, err := etcd.OpenURL(ctx, c.URL, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var active func() bool
+	if c.Elect {
+		node, err := scaleout.Join(ctx, st, scaleout.Config{Name: c.Name, TTL: 5 * time.Second})
+		if err != nil {
+			return err
+		}
+		seg := node.Segment([]string{"10.77.0.0/16"})
+		go node.Run(ctx)
+		go seg.Run(ctx)
+		active = seg.Active
+	}
+	pool, err := dhcp.ParsePool("10.77.0.0/16,10.77.1.0-10.77.250.255,router=10.77.0.1")
+	if err != nil {
+		return err
+	}
+	ns, err := netns.Open(c.NS)
+	if err != nil {
+		return err
+	}
+	var s *dhcp.Server
+	err = ns.Do(func() (err error) {
+		s, err = dhcp.NewServer(dhcp.Config{Interface: "eth0", Mode: dhcp.ModeFull, Pools: []dhcp.Pool{pool},
+			LeaseTime: time.Hour, Store: st, Unknown: dhcp.UnknownIgnore, Active: active,
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		if err != nil {
+			return err
+		}
+		return s.Listen()
+	})
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// startEtcdServer starts a DHCP server process on the etcd store url with
+// its socket in ns; it is killed when the test ends.
+func startEtcdServer(t testing.TB, ns *netns.NS, url, name string, elect bool) *exec.Cmd {
+	t.Helper()
+	raw, _ := json.Marshal(etcdServerConfig{NS: ns.Name, URL: url, Name: name, Elect: elect})
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "INGOT_DHCP_ETCD_SERVER="+string(raw))
+	cmd.Stderr = os.Stderr
+	if err := etcdtest.StartProcess(cmd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// boundLeases reads the leases of the store at url after the servers are
+// gone: the MAC each address is bound to, and any address bound to two.
+func boundLeases(t testing.TB, url string) (map[netip.Addr]string, []string) {
+	t.Helper()
+	st, err := etcd.OpenURL(context.Background(), url, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ls, err := st.ListLeases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byIP := map[netip.Addr]string{}
+	var twice []string
+	for _, l := range ls {
+		if l.State != dhcp.StateBound {
+			continue
+		}
+		if other, ok := byIP[l.IP]; ok {
+			twice = append(twice, fmt.Sprintf("%s: %s and %s", l.IP, other, l.MAC))
+		}
+		byIP[l.IP] = l.MAC
+	}
+	if err := st.Check(context.Background()); err != nil {
+		t.Errorf("etcd prefix after the storm: %v", err)
+	}
+	return byIP, twice
+}
+
+// lostACKs lists the addresses g saw ACKed that bound does not hold for
+// the MAC they were ACKed to.
+func lostACKs(g *loadgen, bound map[netip.Addr]string) []string {
+	var lost []string
+	g.acked.Range(func(k, v any) bool {
+		if ip := k.(netip.Addr); bound[ip] != v.(string) {
+			lost = append(lost, fmt.Sprintf("%s (ACKed to %s, bound to %q)", ip, v, bound[ip]))
+		}
+		return true
+	})
+	return lost
+}
+
+// acked counts the addresses g has seen ACKed.
+func (g *loadgen) ackedCount() int {
+	n := 0
+	g.acked.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// TestIntegrationDHCPStormEtcdMemberStopped: a DHCP storm (3,000 clients,
+// 64 in flight) against ingot on a 3-member etcd cluster; the leader is
+// stopped (SIGTERM) a quarter of the way in and started again at the end.
+// The server is then killed with SIGKILL: every lease it ACKed is in etcd
+// (0 lost), and no address was ACKed to two MACs.
+func TestIntegrationDHCPStormEtcdMemberStopped(t *testing.T) {
+	netnstest.Need(t)
+	c := etcdtest.Three(t)
+	url := c.URL("dhcp-storm")
+	srv, lg := benchPair(t)
+	cmd := startEtcdServer(t, srv, url, "ingot-a", false)
+	g := newLoadgen(t, lg)
+	g.ready(t, "ingot on etcd")
+	g.tries = 15 // a PXE client goes on asking for a minute; this one for 15 s
+	const clients = 3000
+	var acks int
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { acks, _ = g.run(1, clients, 64); close(done) }()
+	for g.ackedCount() < clients/4 {
+		select {
+		case <-done:
+			t.Fatal("the storm ended before a quarter of it was ACKed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	leader := max(c.Leader(context.Background()), 0)
+	before := g.ackedCount()
+	c.Stop(leader)
+	stoppedAt := g.ackedCount()
+	<-done
+	t.Logf("leader %s stopped (SIGTERM) after %d ACKs, down after %d; storm: %d of %d ACKed in %s (%d retransmissions, %d NAKs)",
+		c.Members[leader].Name, before, stoppedAt, acks, clients, time.Since(start).Round(time.Millisecond), g.retries.Load(), g.naks.Load())
+	if stoppedAt >= clients {
+		t.Errorf("the storm ended before the member was down (%d ACKs): the stop proved nothing", stoppedAt)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	c.Restart(leader)
+	bound, twice := boundLeases(t, url)
+	if lost := lostACKs(g, bound); len(lost) > 0 {
+		t.Errorf("%d ACKed leases are not in etcd after SIGKILL: %v", len(lost), lost[:min(len(lost), 10)])
+	}
+	if acks != clients {
+		t.Errorf("%d of %d clients got an ACK with the leader of three stopped; want every one", acks, clients)
+	}
+	if g.dups.Load() > 0 || len(twice) > 0 {
+		t.Errorf("an address went to two MACs: %d duplicate ACKs; in etcd %v", g.dups.Load(), twice)
+	}
+}
+
+// segment is a broadcast domain of two DHCP servers (10.77.0.1 and
+// 10.77.0.3) and the load generator (10.77.0.2), on a bridge.
+func segment(t testing.TB) (s1, s2, load *netns.NS) {
+	t.Helper()
+	ctx := context.Background()
+	br := netnstest.New(t, "ingot-seg-br")
+	if err := br.AddBridge(ctx, "br0", ""); err != nil {
+		t.Fatal(err)
+	}
+	s1, s2, load = netnstest.New(t, "ingot-seg-a"), netnstest.New(t, "ingot-seg-b"), netnstest.New(t, "ingot-seg-l")
+	for i, x := range []struct {
+		ns   *netns.NS
+		cidr string
+	}{{s1, "10.77.0.1/16"}, {s2, "10.77.0.3/16"}, {load, "10.77.0.2/16"}} {
+		if err := netns.Veth(ctx, x.ns, "eth0", x.cidr, br, fmt.Sprintf("p%d@br0", i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s1, s2, load
+}
+
+// TestIntegrationDHCPTwoInstancesOneSegment: two ingot DHCP servers on one
+// etcd prefix and one broadcast domain. Both answering at once (the
+// election off): every client gets two offers, the servers offer one free
+// address to two clients and the commit NAKs one of them, yet no address
+// is ever ACKed to two MACs and etcd holds no address bound twice. With
+// the election (as serve runs): only one answers, no NAKs; its process
+// killed, the other takes the segment over within the TTL and the clients
+// that were waiting finish.
+func TestIntegrationDHCPTwoInstancesOneSegment(t *testing.T) {
+	netnstest.Need(t)
+	c := etcdtest.Single(t)
+	t.Run("both answering", func(t *testing.T) {
+		url := c.URL("dhcp-both")
+		s1, s2, lg := segment(t)
+		a, b := startEtcdServer(t, s1, url, "ingot-a", false), startEtcdServer(t, s2, url, "ingot-b", false)
+		g := newLoadgen(t, lg)
+		g.ready(t, "two servers")
+		acks, secs := g.run(2, 400, 400)
+		t.Logf("both answering: %d of 400 ACKed in %.1fs, %d NAKs (one address offered to two clients), %d retransmissions",
+			acks, secs, g.naks.Load(), g.retries.Load())
+		for _, cmd := range []*exec.Cmd{a, b} {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		bound, twice := boundLeases(t, url)
+		if g.dups.Load() > 0 || len(twice) > 0 {
+			t.Errorf("an address went to two MACs: %d duplicate ACKs; in etcd %v", g.dups.Load(), twice)
+		}
+		if lost := lostACKs(g, bound); len(lost) > 0 {
+			t.Errorf("%d ACKed leases are not in etcd: %v", len(lost), lost[:min(len(lost), 10)])
+		}
+	})
+	t.Run("elected", func(t *testing.T) {
+		url := c.URL("dhcp-elect")
+		s1, s2, lg := segment(t)
+		a := startEtcdServer(t, s1, url, "ingot-a", true)
+		g := newLoadgen(t, lg)
+		g.ready(t, "the elected server") // a leads: b is not started yet
+		startEtcdServer(t, s2, url, "ingot-b", true)
+		servers := servedBy(g)
+		acks, _ := g.run(3, 300, 64)
+		if g.naks.Load() > 0 || acks != 300 {
+			t.Errorf("one elected server: %d of 300 ACKed, %d NAKs; want all, none", acks, g.naks.Load())
+		}
+		killed := time.Now()
+		a.Process.Kill()
+		a.Wait()
+		g.tries = 30 // real clients retry until they get an answer
+		after, _ := g.run(4, 100, 16)
+		t.Logf("after the leader was killed: %d of 100 ACKed within %s; servers seen %v", after, time.Since(killed).Round(time.Second), servers())
+		if after != 100 {
+			t.Errorf("after the leader was killed: %d of 100 ACKed; want the other to take over", after)
+		}
+		if got := servers(); len(got) != 2 {
+			t.Errorf("servers that answered: %v; want a, then b after the kill", got)
+		}
+		_, twice := boundLeases(t, url)
+		if g.dups.Load() > 0 || len(twice) > 0 {
+			t.Errorf("an address went to two MACs: %d duplicate ACKs; in etcd %v", g.dups.Load(), twice)
+		}
+	})
+}
+
+// servedBy records the server identifiers of the ACKs g receives, and
+// returns a function listing them.
+func servedBy(g *loadgen) func() []string {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	g.onAck = func(server net.IP) {
+		mu.Lock()
+		seen[server.String()] = true
+		mu.Unlock()
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for s := range seen {
+			out = append(out, s)
+		}
+		return out
+	}
+}
