@@ -122,8 +122,8 @@ func (s *Service) RunRefresh(ctx context.Context, every time.Duration) error {
 			continue
 		}
 		for _, m := range ms {
-			if m.BMC.Endpoint == "" || ctx.Err() != nil {
-				continue
+			if m.BMC.Endpoint == "" || ctx.Err() != nil || (s.mine != nil && !s.mine(m.ID)) {
+				continue // another instance refreshes it (Config.Mine)
 			}
 			res, err := s.Inspect(ctx, m.ID, "inventory-refresh")
 			switch {

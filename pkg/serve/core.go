@@ -174,7 +174,7 @@ func (c *Parts) buildFleet(ctx context.Context) error {
 	fl, err := fleet.New(fleet.Config{Store: c.Store, Recipes: c.recipes.Get, Logger: c.log.With("service", "fleet"), Keys: c.keys,
 		TokenMaxTTL: c.cfg.TokenMaxTTL,
 		Credentials: credential.Policy{Dir: c.cfg.BMCCredentialsDir, EnvPrefix: c.cfg.BMCCredentialEnvPrefix, Getenv: getenv},
-		DialBMC:     c.bmcs.inspect, DialBMCAs: c.bmcs.rotate})
+		DialBMC:     c.bmcs.inspect, DialBMCAs: c.bmcs.rotate, Mine: c.mine()})
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (c *Parts) buildTelemetry(context.Context) error {
 	if c.cfg.TelemetryInterval <= 0 {
 		return nil
 	}
-	tel, err := newTelemetry(c.cfg, c.Store, c.Fleet, c.recipes.Get, c.bmcs.pool, c.log)
+	tel, err := newTelemetry(c.cfg, c.Store, c.Fleet, c.recipes.Get, c.bmcs.pool, c.log, c.mine())
 	if err != nil {
 		return err
 	}

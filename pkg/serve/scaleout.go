@@ -20,3 +20,12 @@ func (c *Parts) segment() *scaleout.Segment {
 	}
 	return c.seg
 }
+
+// mine says which machines this instance polls, refreshes and rotates
+// (pkg/scaleout's Ring); nil on a store one instance holds: all of them.
+func (c *Parts) mine() func(string) bool {
+	if !c.Node.Shared() {
+		return nil
+	}
+	return c.Node.Ring().Mine
+}

@@ -80,18 +80,12 @@ func (s *Service) load(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
-		var nr nodeRecord
-		if err := json.Unmarshal(r.State, &nr); err != nil {
+		n := &node{interval: s.cfg.Interval}
+		n.m.ID = r.Machine
+		if err := n.applyRecord(r.State); err != nil {
 			s.cfg.Logger.Warn("telemetry: a machine's stored state is damaged; starting it afresh", "machine", r.Machine, "err", err)
 			continue
 		}
-		n := &node{last: nr.Last, interval: s.cfg.Interval}
-		n.m.ID = r.Machine
-		n.state.alerts = map[string]*Alert{}
-		for k, a := range nr.Alerts {
-			n.state.alerts[k] = &a
-		}
-		n.state.mem = memory{corrBase: nr.CorrBase, corrSince: nr.CorrSince}
 		s.restored[r.Machine] = n
 		days, err := st.PowerDays(ctx, r.Machine, from)
 		if err != nil {
@@ -137,11 +131,10 @@ func (s *Service) flush(ctx context.Context) error {
 	var days []store.PowerDay
 	s.mu.Lock()
 	for id, n := range s.nodes {
-		nr := nodeRecord{Last: n.last, Alerts: map[string]Alert{}, CorrBase: n.state.mem.corrBase, CorrSince: n.state.mem.corrSince}
-		for k, a := range n.state.alerts {
-			nr.Alerts[k] = *a
+		if n.remote {
+			continue // its poller stores it
 		}
-		b, err := json.Marshal(nr)
+		b, err := n.record()
 		if err != nil {
 			s.mu.Unlock()
 			return err
@@ -180,6 +173,9 @@ func (s *Service) flush(ctx context.Context) error {
 	}
 	var put []store.PowerDay
 	for id, ss := range sums {
+		if !s.mine(id) {
+			continue // its poller stores them
+		}
 		for _, sm := range ss {
 			put = append(put, store.PowerDay{Machine: id, Day: sm.Day().Format(time.DateOnly), Buckets: encodeSummary(sm)})
 		}
@@ -191,6 +187,31 @@ func (s *Service) flush(ctx context.Context) error {
 	}
 	_, err := st.DeletePowerSummariesBefore(ctx, now.Add(-SummaryRetention).Format(time.DateOnly))
 	return err
+}
+
+// record is n's state as stored. s.mu is held.
+func (n *node) record() ([]byte, error) {
+	nr := nodeRecord{Last: n.last, Alerts: map[string]Alert{}, CorrBase: n.state.mem.corrBase, CorrSince: n.state.mem.corrSince}
+	for k, a := range n.state.alerts {
+		nr.Alerts[k] = *a
+	}
+	return json.Marshal(nr)
+}
+
+// applyRecord sets n's last sample, alerts and rule memory from a stored
+// record. s.mu is held (or n is not shared yet).
+func (n *node) applyRecord(raw []byte) error {
+	var nr nodeRecord
+	if err := json.Unmarshal(raw, &nr); err != nil {
+		return err
+	}
+	n.last = nr.Last
+	n.state.alerts = map[string]*Alert{}
+	for k, a := range nr.Alerts {
+		n.state.alerts[k] = &a
+	}
+	n.state.mem = memory{corrBase: nr.CorrBase, corrSince: nr.CorrSince}
+	return nil
 }
 
 // restore puts stored buckets back (at start, before any sample).
