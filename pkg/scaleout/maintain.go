@@ -142,7 +142,14 @@ func (m *maintainer) checkQuota(ctx context.Context) {
 		if err := m.es.Compact(ctx, st.Revision); err != nil {
 			m.log.Warn("compacting etcd", "err", err)
 		}
-		m.defrag(ctx)
+		// Every member, whatever its free pages: the file must shrink
+		// under the quota before the alarm can be disarmed.
+		if done, err := m.es.Defragment(ctx, 0); err != nil {
+			m.log.Warn("defragmenting etcd", "err", err)
+		} else {
+			m.log.Info("defragmented etcd members", "members", done)
+		}
+		st = m.es.ClusterStatus(ctx)
 	}
 	firing := st.NoSpace || st.Used() >= m.cfg.QuotaWarn
 	if firing == m.firing {
