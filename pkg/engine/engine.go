@@ -210,7 +210,7 @@ func New(cfg Config) (*Engine, error) {
 		e.sample = 30 * time.Second
 	}
 	e.own = newOwnership(cfg.Owner)
-	e.dial = guardBMC(cfg.DialBMC, e.own.owner)
+	e.dial = guardBMC(cfg.DialBMC, e.own.owner, e.log)
 	e.warm, e.bootURL = cfg.Warm, strings.TrimRight(cfg.BootURL, "/")
 	e.media = cfg.Media
 	e.gate.settle = cfg.StartupSettle

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -145,65 +146,84 @@ func (e *Engine) adopt(ctx context.Context, jobID string) {
 // step that lost its ownership makes no further change, even in the
 // instant between a paused process running again and its timers firing.
 // Reads go through unguarded.
-func guardBMC(dial DialBMC, o Owner) DialBMC {
+func guardBMC(dial DialBMC, o Owner, log *slog.Logger) DialBMC {
 	if _, solo := o.(Solo); solo {
 		return dial
 	}
 	return func(ctx context.Context, m *machine.Machine) (BMC, error) {
-		if err := o.Holds(ctx); err != nil {
+		g := guard{o: o, log: log.With("machine", m.Name)}
+		if err := g.holds(ctx, "connect"); err != nil {
 			return nil, fmt.Errorf("BMC of %s: %w", m.Name, err)
 		}
 		b, err := dial(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		return guardedBMC{BMC: b, o: o}, nil
+		return guardedBMC{BMC: b, g: g}, nil
 	}
+}
+
+// guard asks the owner before a BMC call, and logs a refusal.
+type guard struct {
+	o   Owner
+	log *slog.Logger
+}
+
+func (g guard) holds(ctx context.Context, call string) error {
+	err := g.o.Holds(ctx)
+	if err != nil {
+		var job string
+		for _, f := range store.Fences(ctx) {
+			job = f.Key
+		}
+		g.log.Warn("BMC call not made: this instance may no longer own the job", "call", call, "fence", job, "err", err)
+	}
+	return err
 }
 
 // guardedBMC is a BMC whose changing calls first ask the owner.
 type guardedBMC struct {
 	BMC
-	o Owner
+	g guard
 }
 
 func (g guardedBMC) PowerCycle(ctx context.Context) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "PowerCycle"); err != nil {
 		return err
 	}
 	return g.BMC.PowerCycle(ctx)
 }
 
 func (g guardedBMC) SetBootOverride(ctx context.Context, target, uri string, once bool) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "SetBootOverride"); err != nil {
 		return err
 	}
 	return g.BMC.SetBootOverride(ctx, target, uri, once)
 }
 
 func (g guardedBMC) InsertMedia(ctx context.Context, image string) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "InsertMedia"); err != nil {
 		return err
 	}
 	return g.BMC.InsertMedia(ctx, image)
 }
 
 func (g guardedBMC) EjectMedia(ctx context.Context) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "EjectMedia"); err != nil {
 		return err
 	}
 	return g.BMC.EjectMedia(ctx)
 }
 
 func (g guardedBMC) ApplyBIOS(ctx context.Context, attrs map[string]any) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "ApplyBIOS"); err != nil {
 		return err
 	}
 	return g.BMC.ApplyBIOS(ctx, attrs)
 }
 
 func (g guardedBMC) SetBootMode(ctx context.Context, mode string) error {
-	if err := g.o.Holds(ctx); err != nil {
+	if err := g.g.holds(ctx, "SetBootMode"); err != nil {
 		return err
 	}
 	return g.BMC.SetBootMode(ctx, mode)

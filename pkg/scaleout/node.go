@@ -135,10 +135,16 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) stayJoined(ctx context.Context) {
 	for {
 		m := n.current()
+		if m == nil {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.Done():
+		}
+		if ctx.Err() != nil {
+			return // stopping: the membership ended with it
 		}
 		n.log.Warn("this instance's membership lapsed: its jobs stop; joining again", "member", m.ID(), "why", m.Why())
 		n.member.Store(nil)
