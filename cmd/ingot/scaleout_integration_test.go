@@ -177,7 +177,9 @@ func (l *bmcLog) wrap(next http.Handler) http.Handler {
 			call := ""
 			switch {
 			case strings.Contains(string(body), "BootSourceOverrideTarget"):
-				var b struct{ Boot struct{ BootSourceOverrideTarget string } }
+				var b struct {
+					Boot struct{ BootSourceOverrideTarget string }
+				}
 				_ = json.Unmarshal(body, &b)
 				call = "override " + b.Boot.BootSourceOverrideTarget
 			case strings.HasSuffix(r.URL.Path, "ComputerSystem.Reset"):
