@@ -12,6 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -45,6 +48,14 @@ func runEtcdServer(raw string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	if pf := os.Getenv("INGOT_BENCH_ETCD_CPUPROFILE"); pf != "" { // the server's CPU profile (SIGTERM writes it)
+		f, err := os.Create(pf)
+		if err != nil {
+			return err
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	st, err := etcd.OpenURL(ctx, c.URL, store.Options{})
 	if err != nil {
 		return err
@@ -304,4 +315,80 @@ func servedBy(g *loadgen) func() []string {
 		}
 		return out
 	}
+}
+
+// BenchmarkDHCPEtcdVsBolt: DORA/s of ingot with every ACK committed, on
+// bbolt (its lease log, one fdatasync a round) and on a 3-member etcd
+// cluster on this machine (a raft commit on 2 of 3 members, up to 60
+// leases a transaction), with the same load generator in one run: the
+// cost of consensus as a ratio (goal: etcd at least 0.5x bbolt). Each
+// server is killed with SIGKILL after its run and every ACKed lease is
+// looked for in its store.
+//
+//	go test -tags integration -run '^$' -bench DHCPEtcdVsBolt -benchtime 1x ./pkg/boot/dhcp/
+//
+// INGOT_BENCH_STEADY_CLIENTS (default 5000) and INGOT_BENCH_WINDOW (64)
+// set the load.
+func BenchmarkDHCPEtcdVsBolt(b *testing.B) {
+	netnstest.Need(b)
+	clients, window := envInt("INGOT_BENCH_STEADY_CLIENTS", 5000), envInt("INGOT_BENCH_WINDOW", benchWindow)
+	c := etcdtest.Three(b)
+	rate := map[string]float64{}
+	for i, name := range []string{"bolt", "etcd"} {
+		srv, lg := benchPair(b)
+		var p peer
+		url := c.URL(fmt.Sprintf("dhcp-bench-%d", i))
+		if name == "bolt" {
+			p = startPeer(b, "ingot", srv)
+		} else {
+			cmd := startEtcdServer(b, srv, url, "ingot-a", false)
+			p = peer{pid: cmd.Process.Pid}
+		}
+		g := newLoadgen(b, lg)
+		g.ready(b, name)
+		before, members0 := takeCPU(p.pid), membersCPU(c)
+		acks, secs := g.run(byte(10+i), clients, window)
+		cpu := takeCPU(p.pid).since(before, max(acks, 1))
+		if name == "etcd" {
+			per := (membersCPU(c) - members0) / float64(max(acks, 1)) * 1e6
+			b.Logf("etcd: the 3 members used %.0fus of CPU a DORA; the machine %.0fus (%.2f of %d cores busy)",
+				per, cpu.machine, cpu.machine*float64(acks)/secs/1e6, runtime.NumCPU())
+			b.ReportMetric(per, "etcd-members-cpu-us/DORA")
+		}
+		if name == "bolt" {
+			p.check(acks + 1)
+		} else {
+			sig := syscall.SIGKILL
+			if os.Getenv("INGOT_BENCH_ETCD_CPUPROFILE") != "" {
+				sig = syscall.SIGTERM // the profile is written on the way out
+			}
+			syscall.Kill(p.pid, sig)
+			time.Sleep(time.Second)
+			bound, twice := boundLeases(b, url)
+			if lost := lostACKs(g, bound); len(lost) > 0 || len(twice) > 0 {
+				b.Errorf("etcd: %d ACKed leases lost, %d addresses bound twice", len(lost), len(twice))
+			}
+		}
+		rate[name] = float64(acks) / secs
+		b.Logf("%s: %d/%d DORA in %.2fs = %.0f/s, %d in flight (%d retransmissions; mean wait for offer %v, ack %v; server CPU %.0fus a DORA)",
+			name, acks, clients, secs, rate[name], window, g.retries.Load(),
+			time.Duration(g.offerNS.Load()/int64(max(acks, 1))), time.Duration(g.ackNS.Load()/int64(max(acks, 1))), cpu.server)
+		b.ReportMetric(rate[name], name+"-DORA/s")
+		b.ReportMetric(cpu.server, name+"-cpu-us/DORA")
+		if acks != clients {
+			b.Errorf("%s: %d of %d exchanges failed", name, clients-acks, clients)
+		}
+	}
+	b.ReportMetric(rate["etcd"]/rate["bolt"], "etcd/bolt")
+}
+
+// membersCPU is the CPU seconds the cluster's members used so far.
+func membersCPU(c *etcdtest.Cluster) float64 {
+	var sum float64
+	for _, m := range c.Members {
+		if pid := m.Pid(); pid != 0 {
+			sum += procCPU(strconv.Itoa(pid))
+		}
+	}
+	return sum
 }

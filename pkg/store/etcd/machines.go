@@ -229,7 +229,7 @@ func (s *Store) MachineByBMC(ctx context.Context, endpoint string) (*machine.Mac
 // revision.
 func (s *Store) machineByKey(ctx context.Context, u store.UniqueKey) (*machine.Machine, error) {
 	var m *machine.Machine
-	err := s.view(ctx, func(t *tx) error {
+	err := s.viewFresh(ctx, func(t *tx) error {
 		if u.Value == "" {
 			return store.ErrNotFound
 		}

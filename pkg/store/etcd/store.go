@@ -34,6 +34,7 @@ type Store struct {
 	leases  *group[leaseOp, struct{}]
 	events  *group[machine.Event, machine.Event]
 	status  statusCache
+	applied atomic.Int64 // the highest revision this Store wrote or read linearizably (viewFresh)
 }
 
 var _ store.Store = (*Store)(nil)

@@ -273,6 +273,9 @@ func (t *tx) fetch(keys []string) ([]*mvccpb.KeyValue, error) {
 		}
 		if t.rev == 0 {
 			t.rev = resp.Header.Revision
+			if !t.serial {
+				t.s.saw(t.rev)
+			}
 		}
 		for _, r := range resp.Responses {
 			var kv *mvccpb.KeyValue
@@ -361,6 +364,7 @@ func (t *tx) commit() (int64, error) {
 		}
 		return 0, errRetry
 	}
+	t.s.saw(resp.Header.Revision)
 	return resp.Header.Revision, nil
 }
 
@@ -398,6 +402,39 @@ func (s *Store) view(ctx context.Context, fn func(*tx) error) error {
 		}
 		if err := backoff(ctx, attempt); err != nil {
 			return s.mapErr(err)
+		}
+	}
+}
+
+// viewFresh is view reading from the member the request reaches
+// (serializably: no round trip through the leader), unless that member
+// has not yet applied every write this Store made or read: then it reads
+// again linearizably. A read after this process's write sees it, as the
+// contract asks; another instance's write of the last milliseconds may
+// not be seen yet (lookups by MAC on the boot path, where a client that
+// finds nothing asks again).
+func (s *Store) viewFresh(ctx context.Context, fn func(*tx) error) error {
+	if err := s.ready(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	t := &tx{s: s, ctx: ctx, serial: true, seen: map[string]readMark{}, writes: map[string]*write{}}
+	err := fn(t)
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		if t.rev != 0 && t.rev >= s.applied.Load() {
+			return s.mapErr(err)
+		}
+	}
+	return s.view(ctx, fn)
+}
+
+// saw records that revision rev is applied where this Store wrote or read.
+func (s *Store) saw(rev int64) {
+	for {
+		cur := s.applied.Load()
+		if rev <= cur || s.applied.CompareAndSwap(cur, rev) {
+			return
 		}
 	}
 }

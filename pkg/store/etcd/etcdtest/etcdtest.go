@@ -417,3 +417,13 @@ func (c *Cluster) Leader(ctx context.Context) int {
 	}
 	return -1
 }
+
+// Pid is the member's process ID (0 when it does not run).
+func (m *Member) Pid() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
