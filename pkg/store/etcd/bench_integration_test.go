@@ -216,7 +216,10 @@ func jobWrites(ctx context.Context, s store.Store, machineID string) error {
 		func() error { return event("checks") }, func() error { return token("firstboot") }, func() error { return step("handoff") },
 		func() error { return event("bmc.handoff") }, func() error { return step("firstboot") },
 		func() error { return state(machine.StateVerifying) }, func() error { return event("firstboot") },
-		func() error { _, err := s.PutInventory(ctx, machineID, machine.Inventory{Source: "verified"}); return err },
+		func() error {
+			_, err := s.PutInventory(ctx, machineID, machine.Inventory{Source: "verified"})
+			return err
+		},
 		func() error { return step("verify") }, func() error { return event("verify") }, func() error { return state(machine.StateReady) },
 		func() error { return event("job.done") },
 		func() error {
