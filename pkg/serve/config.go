@@ -126,6 +126,9 @@ type Config struct {
 	// long its jobs wait for another instance after it dies (pkg/scaleout).
 	Instance    string        `yaml:"instance"`
 	InstanceTTL time.Duration `yaml:"instance_ttl"`
+	// StoreCompactEvery: on etcd, the elected instance compacts the
+	// cluster's history older than this, on this schedule (0: never).
+	StoreCompactEvery time.Duration `yaml:"store_compact_every"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -164,6 +167,7 @@ func Defaults() Config {
 		BMCCredentialEnvPrefix: "INGOT_BMC_",
 		DiscoveryInitrd:        "agent-initrd",
 		InstanceTTL:            15 * time.Second,
+		StoreCompactEvery:      time.Hour,
 	}
 }
 
@@ -220,6 +224,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 		"(the ARP entry on --interface, on any interface without it) or first-use (the first address to ask in each boot attempt; routed sites without ingot's DHCP, see README); default lease with --dhcp full, else neighbour")
 	fs.StringVar(&c.Instance, "instance", c.Instance, "this instance's name among those sharing an etcd store (default: the host name; unique)")
 	fs.DurationVar(&c.InstanceTTL, "instance-ttl", c.InstanceTTL, "etcd store: this instance's lease; its jobs move to another instance this long after it dies (5s at least)")
+	fs.DurationVar(&c.StoreCompactEvery, "store-compact-every", c.StoreCompactEvery, "etcd store: the elected instance compacts the cluster's history older than this, this often (0: never; leave it to etcd's own auto-compaction)")
 }
 
 // PublicLimiter is the per-address limit of the credential-less routes.

@@ -144,8 +144,12 @@ func (c *Parts) openStore(ctx context.Context) error {
 // joinGroup makes this instance a member of those sharing the store (a
 // group of one on bbolt).
 func (c *Parts) joinGroup(ctx context.Context) (err error) {
+	compact := c.cfg.StoreCompactEvery
+	if compact == 0 {
+		compact = -1 // never
+	}
 	c.Node, err = scaleout.Join(ctx, c.Store, scaleout.Config{Name: c.cfg.Instance, TTL: c.cfg.InstanceTTL,
-		Logger: c.log.With("service", "scale-out")})
+		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact}})
 	return err
 }
 
