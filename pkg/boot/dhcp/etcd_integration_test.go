@@ -161,7 +161,7 @@ func (g *loadgen) ackedCount() int {
 	return n
 }
 
-// TestIntegrationDHCPStormEtcdMemberStopped: a DHCP storm (3,000 clients,
+// TestIntegrationDHCPStormEtcdMemberStopped: a DHCP storm (1,500 clients,
 // 64 in flight) against ingot on a 3-member etcd cluster; the leader is
 // stopped (SIGTERM) a quarter of the way in and started again at the end.
 // The server is then killed with SIGKILL: every lease it ACKed is in etcd
@@ -175,7 +175,7 @@ func TestIntegrationDHCPStormEtcdMemberStopped(t *testing.T) {
 	g := newLoadgen(t, lg)
 	g.ready(t, "ingot on etcd")
 	g.tries = 15 // a PXE client goes on asking for a minute; this one for 15 s
-	const clients = 3000
+	const clients = 1500
 	var acks int
 	done := make(chan struct{})
 	start := time.Now()
