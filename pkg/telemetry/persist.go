@@ -127,21 +127,11 @@ func (s *Service) flush(ctx context.Context) error {
 	if st == nil {
 		return nil
 	}
-	var nodes []store.NodeTelemetry
 	var days []store.PowerDay
-	s.mu.Lock()
-	for id, n := range s.nodes {
-		if n.remote {
-			continue // its poller stores it
-		}
-		b, err := n.record()
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		nodes = append(nodes, store.NodeTelemetry{Machine: id, State: b})
+	nodes, err := s.nodeRecords(func(_ string, n *node) bool { return !n.remote }) // a remote one's poller stores it
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
 	// Today's record every flush; yesterday's once more after midnight
 	// (its last buckets), then never again: it no longer changes.
 	yesterday := now.AddDate(0, 0, -1).Truncate(24 * time.Hour).Format(time.DateOnly)
@@ -185,8 +175,26 @@ func (s *Service) flush(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := st.DeletePowerSummariesBefore(ctx, now.Add(-SummaryRetention).Format(time.DateOnly))
+	_, err = st.DeletePowerSummariesBefore(ctx, now.Add(-SummaryRetention).Format(time.DateOnly))
 	return err
+}
+
+// nodeRecords is the stored state of the nodes keep selects.
+func (s *Service) nodeRecords(keep func(id string, n *node) bool) ([]store.NodeTelemetry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.NodeTelemetry
+	for id, n := range s.nodes {
+		if !keep(id, n) {
+			continue
+		}
+		b, err := n.record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.NodeTelemetry{Machine: id, State: b})
+	}
+	return out, nil
 }
 
 // record is n's state as stored. s.mu is held.

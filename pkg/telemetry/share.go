@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/store"
@@ -47,24 +48,12 @@ func (s *Service) handOver(ctx context.Context, ids []string) error {
 	if len(ids) == 0 || s.cfg.Store == nil {
 		return nil
 	}
-	now := s.cfg.Now().UTC()
-	day := now.Truncate(24 * time.Hour)
-	var nodes []store.NodeTelemetry
+	day := s.cfg.Now().UTC().Truncate(24 * time.Hour)
 	var days []store.PowerDay
-	s.mu.Lock()
-	for _, id := range ids {
-		n, ok := s.nodes[id]
-		if !ok {
-			continue
-		}
-		b, err := n.record()
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		nodes = append(nodes, store.NodeTelemetry{Machine: id, State: b})
+	nodes, err := s.nodeRecords(func(id string, _ *node) bool { return slices.Contains(ids, id) })
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
 	for _, nt := range nodes {
 		if bs := s.agg.Window(nt.Machine, day, day.Add(24*time.Hour)); len(bs) > 0 {
 			days = append(days, store.PowerDay{Machine: nt.Machine, Day: day.Format(time.DateOnly), Buckets: encodeBuckets(bs)})

@@ -352,14 +352,19 @@ func readJobs(tx *bbolt.Tx, to Records) error    { return readJSON(tx, bJobs, to
 func readTokens(tx *bbolt.Tx, to Records) error  { return readJSON(tx, bTokens, to.Token) }
 func readSecrets(tx *bbolt.Tx, to Records) error { return readJSON(tx, bSecrets, to.Secret) }
 
-// readLeases hands leases over oldest Updated first: where two leases (one
-// expired) name one IP, the later write took the IP's index entry, and a
-// writer that indexes in the order given does the same.
 func readLeases(tx *bbolt.Tx, to Records) error {
 	var ls []store.Lease
 	if err := readJSON(tx, bLeases, func(l store.Lease) error { ls = append(ls, l); return nil }); err != nil {
 		return err
 	}
+	return Leases(ls, to)
+}
+
+// Leases hands ls to to oldest Updated first, as every reader of a store
+// does: where two leases (one expired) name one IP, the later write took
+// the IP's index entry, and a writer that indexes in the order given does
+// the same.
+func Leases(ls []store.Lease, to Records) error {
 	slices.SortStableFunc(ls, func(a, b store.Lease) int { return a.Updated.Compare(b.Updated) })
 	for _, l := range ls {
 		if err := to.Lease(l); err != nil {

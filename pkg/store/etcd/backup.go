@@ -147,9 +147,7 @@ func (t *tx) exportHistory(to bolt.Records) error {
 	return nil
 }
 
-// exportLeases hands leases over oldest Updated first: where two leases
-// (one expired) name one IP, the later write took the IP's index entry,
-// and a writer that indexes in the order given does the same.
+// exportLeases hands leases over in the order bolt.Leases gives them.
 func (t *tx) exportLeases(to bolt.Records) error {
 	var ls []store.Lease
 	err := t.scanPrefix(t.s.k.leases(), false, func(kv *mvccpb.KeyValue) error {
@@ -163,13 +161,7 @@ func (t *tx) exportLeases(to bolt.Records) error {
 	if err != nil {
 		return err
 	}
-	slices.SortStableFunc(ls, func(a, b store.Lease) int { return a.Updated.Compare(b.Updated) })
-	for _, l := range ls {
-		if err := to.Lease(l); err != nil {
-			return err
-		}
-	}
-	return nil
+	return bolt.Leases(ls, to)
 }
 
 func (t *tx) exportJobs(to bolt.Records) error {
