@@ -38,7 +38,13 @@ file while it runs, and admin says so at once instead of waiting.
   events NODE    a machine's events
   restore FILE   replace the database with a backup (ingot backup), keeping the
                  current file as PATH.before-restore-TIME; the backup is checked
-                 first, and a damaged one changes nothing
+                 first, and a damaged one changes nothing (an etcd store is
+                 restored only into an empty prefix)
+  migrate --from STORE --to STORE
+                 copy a stopped install into an empty store (bolt:///var/lib/ingot/ingot.db
+                 to etcd://h1:2379,h2:2379,h3:2379/ingot) and check it record by
+                 record; a second run does nothing, a target holding other
+                 records is refused
 
 --db STORE (INGOT_DB): a path or bolt:///PATH (default ` + defaultStorePath + `),
 or any store URL serve takes; -o table|json|yaml.
@@ -55,6 +61,8 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 	output := fs.String("o", "table", "output format: table, json or yaml")
 	scope := fs.String("scope", fleet.ScopeOperator, "token scope: operator or read-only")
 	ttl := fs.Duration("ttl", 0, "token lifetime (0: until revoked)")
+	from := fs.String("from", "", "admin migrate: the store to copy (a stopped install's)")
+	to := fs.String("to", "", "admin migrate: the empty store to copy it into")
 	pos, err := parseWithArgs(e, fs, args[1:])
 	if err != nil {
 		return helpOK(err)
@@ -64,6 +72,9 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 	}
 	if args[0] == "restore" {
 		return adminRestore(ctx, e, *db, pos)
+	}
+	if args[0] == "migrate" {
+		return adminMigrate(ctx, e, *from, *to, pos)
 	}
 	st, err := openOffline(ctx, *db, args[0] == "token" && len(pos) > 0 && pos[0] == "create")
 	if err != nil {

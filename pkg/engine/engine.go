@@ -151,6 +151,9 @@ type Config struct {
 	// Firmware sets up firmware campaigns and reimages' firmware step
 	// (firmware.go); its zero value refuses them.
 	Firmware FirmwareConfig
+	// Owner says which instance runs each job where several share one
+	// store (owner.go); nil: this instance runs every job (Solo).
+	Owner Owner
 }
 
 // Engine runs provisioning jobs.
@@ -185,7 +188,8 @@ type Engine struct {
 	media    Media
 	warm     func(ctx context.Context, m *machine.Machine, jobID string) error
 	bootURL  string
-	fw       *fwState // firmware jobs (firmware.go)
+	fw       *fwState  // firmware jobs (firmware.go)
+	own      ownership // owner.go
 }
 
 // New builds an Engine.
@@ -210,6 +214,8 @@ func New(cfg Config) (*Engine, error) {
 	if e.sample == 0 {
 		e.sample = 30 * time.Second
 	}
+	e.own = newOwnership(cfg.Owner)
+	e.dial = guardBMC(cfg.DialBMC, e.own.owner, e.log)
 	e.warm, e.bootURL = cfg.Warm, strings.TrimRight(cfg.BootURL, "/")
 	e.media = cfg.Media
 	e.fw = newFWState(cfg.Firmware)

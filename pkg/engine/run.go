@@ -24,19 +24,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		return fmt.Errorf("engine: listing running jobs: %w", err)
 	}
 	for _, j := range jobs {
-		e.log.Info("resuming job", "job", j.ID, "step", j.Step)
-		e.event(ctx, firstOf(j.Machines), "job.resumed", "ingot restarted; resuming at step "+j.Step, map[string]string{"job": j.ID})
-		if j.Kind == "rollout" {
-			go e.driveRollout(ctx, j.ID)
-			continue
-		}
-		if j.Step == StepBMC || j.Step == StepHandoff || j.Step == StepFirmware || j.Kind == KindFirmware {
-			e.kick <- j.ID
-		}
-		if j.Step == StepFirstBoot {
-			e.resumeLoadSampler(ctx, &j)
-		}
+		e.adopt(ctx, j.ID) // owner.go: claims it, then resumes it
 	}
+	go e.own.owner.Run(ctx, e.adopt)
 	t := time.NewTicker(e.tick)
 	defer t.Stop()
 	for {
@@ -46,7 +36,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		case id := <-e.kick:
 			e.startBMCStep(ctx, id)
 		case id := <-e.rollouts:
-			go e.driveRollout(ctx, id)
+			e.adopt(ctx, id)
 		case <-t.C:
 			e.checkDeadlines(ctx)
 		}
@@ -56,6 +46,10 @@ func (e *Engine) Run(ctx context.Context) error {
 // startBMCStep runs a job's BMC step in its own goroutine, once at a time
 // per job; a kick that arrives while it runs makes it run again after.
 func (e *Engine) startBMCStep(ctx context.Context, id string) {
+	ctx, ok := e.claim(ctx, id) // another instance's job: its owner runs it
+	if !ok {
+		return
+	}
 	e.mu.Lock()
 	if e.running[id] {
 		e.again[id] = true
@@ -389,6 +383,10 @@ func (e *Engine) checkDeadlines(ctx context.Context) {
 	now := e.now()
 	for _, j := range jobs {
 		if j.Kind != "reimage" || j.Deadline.IsZero() || now.Before(j.Deadline) {
+			continue
+		}
+		ctx, ok := e.claim(ctx, j.ID) // only the owner judges its deadlines
+		if !ok {
 			continue
 		}
 		e.mu.Lock()

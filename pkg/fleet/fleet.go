@@ -70,6 +70,10 @@ type Config struct {
 	// discovered (default 1000): a flood of made-up MACs on the boot
 	// network cannot fill the store.
 	MaxDiscovered int
+	// Mine says whether this instance runs a machine's periodic BMC work
+	// (inventory refresh, scheduled password rotation) where several
+	// instances share the store (pkg/scaleout's Ring); nil: every machine.
+	Mine func(machineID string) bool
 }
 
 // Service owns machine state. Safe for concurrent use.
@@ -86,6 +90,7 @@ type Service struct {
 	tokenLife tokenlife.Policy
 	log       *slog.Logger
 	now       func() time.Time
+	mine      func(machineID string) bool // Config.Mine; nil: all
 }
 
 // New builds a Service; Store and Recipes are required.
@@ -100,7 +105,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Keys != nil {
 		s.sec = &secrets{store: cfg.Store, keys: cfg.Keys}
 	}
-	s.dialAs = cfg.DialBMCAs
+	s.dialAs, s.mine = cfg.DialBMCAs, cfg.Mine
 	s.tokenLife = tokenlife.Policy{Default: DefaultTokenTTL, Max: cfg.TokenMaxTTL}
 	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
 	if s.now == nil {

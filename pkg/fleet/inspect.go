@@ -131,8 +131,8 @@ func (s *Service) refreshAll(ctx context.Context) {
 			continue
 		}
 		for _, m := range ms {
-			if m.BMC.Endpoint == "" || ctx.Err() != nil {
-				continue
+			if m.BMC.Endpoint == "" || ctx.Err() != nil || (s.mine != nil && !s.mine(m.ID)) {
+				continue // another instance refreshes it (Config.Mine)
 			}
 			res, err := s.Inspect(ctx, m.ID, "inventory-refresh")
 			switch {

@@ -233,6 +233,9 @@ func (s *Service) rotateDue(ctx context.Context, every time.Duration) time.Durat
 			next = min(next, every-age)
 			continue
 		}
+		if m, err := s.store.GetMachine(ctx, in.UsedBy[0]); s.mine != nil && (err != nil || !s.mine(m.ID)) {
+			continue // another instance rotates it (Config.Mine)
+		}
 		if _, err := s.RotateBMC(ctx, in.UsedBy[0], "schedule"); err != nil && !errors.Is(err, ErrBusy) {
 			s.log.Warn("scheduled BMC rotation failed", "machine", in.UsedBy[0], "err", err)
 		}

@@ -131,6 +131,14 @@ type Config struct {
 	// the most between two reads of a version (the next task read comes
 	// when the task's progress says it ends).
 	FirmwarePoll time.Duration `yaml:"firmware_poll"`
+	// Instance names this ingot among the instances sharing an etcd store
+	// (default: the host name); InstanceTTL is its membership lease: how
+	// long its jobs wait for another instance after it dies (pkg/scaleout).
+	Instance    string        `yaml:"instance"`
+	InstanceTTL time.Duration `yaml:"instance_ttl"`
+	// StoreCompactEvery: on etcd, the elected instance compacts the
+	// cluster's history older than this, on this schedule (0: never).
+	StoreCompactEvery time.Duration `yaml:"store_compact_every"`
 }
 
 // Defaults returns the built-in defaults. DB and BootDir, when left empty,
@@ -170,6 +178,8 @@ func Defaults() Config {
 		DiscoveryInitrd:        "agent-initrd",
 		FirmwareTimeout:        30 * time.Minute,
 		FirmwarePoll:           5 * time.Second,
+		InstanceTTL:            15 * time.Second,
+		StoreCompactEvery:      time.Hour,
 	}
 }
 
@@ -178,7 +188,7 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Config, "config", c.Config, "config file (YAML or JSON; keys are the flag names with underscores)")
 	fs.StringVar(&c.Interface, "interface", c.Interface, "boot network interface; DHCP and TFTP answer only there (required for DHCP and TFTP)")
 	fs.StringVar(&c.Data, "data", c.Data, "data directory: ingot.db, artifacts/, boot/")
-	fs.StringVar(&c.DB, "db", c.DB, "the store: a bbolt file, as a path or bolt:///PATH (default DATA/ingot.db)")
+	fs.StringVar(&c.DB, "db", c.DB, "the store: a bbolt file, as a path or bolt:///PATH (default DATA/ingot.db), or etcd://HOST:2379,HOST:2379/PREFIX shared by several instances (README: The etcd store)")
 	fs.StringVar(&c.Recipes, "recipes", c.Recipes, "recipes directory (*.yaml); empty: no recipes, machines get an error script")
 	fs.StringVar(&c.ServerIP, "server-ip", c.ServerIP, "our IPv4 address on --interface (default: the interface's first IPv4 address; must belong to it)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "URL machines reach the HTTP server at (default http://SERVER-IP:HTTP-PORT)")
@@ -228,6 +238,9 @@ func (c *Config) flags(fs *flag.FlagSet) {
 		"(/firmware/JOB/TOKEN/SHA256, Range reads not rate limited) for SimpleUpdate (default: --public-url)")
 	fs.DurationVar(&c.FirmwarePoll, "firmware-poll", c.FirmwarePoll, "the first wait before reading a firmware update's task (later reads come when its progress says it ends) and between reads of a version")
 	fs.DurationVar(&c.FirmwareTimeout, "firmware-timeout", c.FirmwareTimeout, "the longest one firmware package's update on one node may take (start, the BMC's task, the reset, the version read back)")
+	fs.StringVar(&c.Instance, "instance", c.Instance, "this instance's name among those sharing an etcd store (default: the host name; unique)")
+	fs.DurationVar(&c.InstanceTTL, "instance-ttl", c.InstanceTTL, "etcd store: this instance's lease; its jobs move to another instance this long after it dies (5s at least)")
+	fs.DurationVar(&c.StoreCompactEvery, "store-compact-every", c.StoreCompactEvery, "etcd store: the elected instance compacts the cluster's history older than this, this often (0: never; leave it to etcd's own auto-compaction)")
 }
 
 // PublicLimiter is the per-address limit of the credential-less routes.

@@ -30,6 +30,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/recipe"
+	"github.com/ingot-dev/ingot/pkg/scaleout"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/backends"
@@ -67,6 +68,9 @@ type Parts struct {
 	Web *web.Server
 	// BMCs holds one session per BMC, shared by every part.
 	BMCs *bmc.Pool
+	// Node is this instance among those sharing the store (pkg/scaleout).
+	Node *scaleout.Node
+	seg  *scaleout.Segment // scaleout.go
 
 	cfg     Config
 	o       Options
@@ -100,7 +104,7 @@ func Build(ctx context.Context, cfg Config, o Options) (*Parts, error) {
 		name string
 		fn   func(context.Context) error
 	}{
-		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"content store", c.openArtifacts},
+		{"recipes", c.buildRecipes}, {"store", c.openStore}, {"scale-out", c.joinGroup}, {"content store", c.openArtifacts},
 		{"secret keys", c.loadKeys}, {"warm reimage key", c.loadWarmKey}, {"fleet", c.buildFleet}, {"virtual media", c.buildMedia},
 		{"firmware packages", c.buildFirmware},
 		{"engine", c.buildEngine}, {"telemetry", c.buildTelemetry}, {"api", c.buildAPI}, {"dashboard", c.buildWeb},
@@ -145,6 +149,18 @@ func (c *Parts) openStore(ctx context.Context) error {
 	return bootstrapToken(ctx, st, c.cfg.Data, c.log)
 }
 
+// joinGroup makes this instance a member of those sharing the store (a
+// group of one on bbolt).
+func (c *Parts) joinGroup(ctx context.Context) (err error) {
+	compact := c.cfg.StoreCompactEvery
+	if compact == 0 {
+		compact = -1 // never
+	}
+	c.Node, err = scaleout.Join(ctx, c.Store, scaleout.Config{Name: c.cfg.Instance, TTL: c.cfg.InstanceTTL,
+		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact}})
+	return err
+}
+
 func (c *Parts) openArtifacts(context.Context) (err error) {
 	c.arts, err = artifact.Open(filepath.Join(c.cfg.Data, "artifacts"))
 	return err
@@ -170,7 +186,7 @@ func (c *Parts) buildFleet(ctx context.Context) error {
 	fl, err := fleet.New(fleet.Config{Store: c.Store, Recipes: c.recipes.Get, Logger: c.log.With("service", "fleet"), Keys: c.keys,
 		TokenMaxTTL: c.cfg.TokenMaxTTL,
 		Credentials: credential.Policy{Dir: c.cfg.BMCCredentialsDir, EnvPrefix: c.cfg.BMCCredentialEnvPrefix, Getenv: getenv},
-		DialBMC:     c.bmcs.inspect, DialBMCAs: c.bmcs.rotate})
+		DialBMC:     c.bmcs.inspect, DialBMCAs: c.bmcs.rotate, Mine: c.mine()})
 	if err != nil {
 		return err
 	}
@@ -204,7 +220,7 @@ func (c *Parts) buildEngine(context.Context) error {
 	c.Engine, err = engine.New(engine.Config{
 		Machines: c.Fleet, Jobs: c.Store, Leases: c.Store, Credentials: c.Auth, DialBMC: c.bmcs.engine, Warm: c.warm,
 		BootURL: c.cfg.PublicURL, Recipes: c.recipes.Get, Artifacts: c.arts, Logger: c.log.With("service", "engine"), DHCP: info,
-		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media,
+		Racks: racksIn(c.cfg.Recipes, c.log), DrillMaxAge: c.cfg.DrillMaxAge, Media: c.media, Owner: c.Node.Owner(),
 		Firmware: engine.FirmwareConfig{Dial: c.bmcs.firmware, Images: c.Firmware.Images, Timeout: c.cfg.FirmwareTimeout, Poll: c.cfg.FirmwarePoll},
 		Drift: func(inv machine.Inventory, r *recipe.Recipe) []engine.Finding {
 			return engineFindings(drift.Check(inv, r))
@@ -231,7 +247,7 @@ func (c *Parts) buildTelemetry(context.Context) error {
 	if c.cfg.TelemetryInterval <= 0 {
 		return nil
 	}
-	tel, err := newTelemetry(c.cfg, c.Store, c.Fleet, c.recipes.Get, c.bmcs.pool, c.log)
+	tel, err := newTelemetry(c.cfg, c.Store, c.Fleet, c.recipes.Get, c.bmcs.pool, c.log, c.mine())
 	if err != nil {
 		return err
 	}
@@ -287,7 +303,8 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
-		ServiceFunc("reload", c.fanOutReload), ServiceFunc("dashboard", c.Web.Run)}
+		ServiceFunc("reload", c.fanOutReload), ServiceFunc("dashboard", c.Web.Run),
+		ServiceFunc("scale-out", c.Node.Run), ServiceFunc("dhcp-segment", c.segment().Run)}
 	if c.tel != nil {
 		out = append(out, ServiceFunc("telemetry", c.tel.Run))
 	}
@@ -326,7 +343,7 @@ func (c *Parts) deps() (Deps, error) {
 	}
 	return Deps{Registry: reg, Store: c.Store, Discover: c.Fleet, Artifacts: c.arts, Recipes: c.recipes.Get, Tokens: c.API,
 		Logger: c.log, Mount: mount, Reload: c.tlsReload, PublicLimit: c.publicLimit(),
-		Services: c.services(), Media: c.media, Firmware: c.Firmware, Ready: c.o.Ready}, nil
+		Services: c.services(), Media: c.media, Firmware: c.Firmware, Ready: c.o.Ready, DHCPActive: c.segment().Active}, nil
 }
 
 // dhcpInfo tells the engine what serve's DHCP answers for (recipes'

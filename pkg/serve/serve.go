@@ -66,6 +66,10 @@ type Deps struct {
 	// PublicLimit bounds /ipxe per client address (share it with the API's
 	// credential-less routes); nil: one from cfg.PublicRate.
 	PublicLimit *ratelimit.Limiter
+	// DHCPActive says whether this instance answers DHCP now (several
+	// instances on one etcd store answer a segment one at a time,
+	// pkg/scaleout); nil: always.
+	DHCPActive func() bool
 	// Services are the other long-running parts of the process (the
 	// engine, pollers), run by the same Supervisor as the boot services
 	// once every socket is bound, e.g. serve.ServiceFunc("engine", e.Run).

@@ -39,6 +39,7 @@ func newDHCP(cfg Config, d Deps, serverIP netip.Addr, publicURL string) (Service
 		Discover:   d.Discover,
 		Logger:     d.Logger.With("service", "dhcp"),
 		Registerer: d.Registry,
+		Active:     d.DHCPActive,
 	})
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ import (
 // credentials, reading through pool (one session per BMC, shared with the
 // engine and inspect); alerts and new BMC log entries become events on
 // the machine.
-func newTelemetry(cfg Config, st store.TelemetryStore, fl *fleet.Service, recipes func(string) (*recipe.Recipe, error), pool *bmc.Pool, log *slog.Logger) (*telemetry.Service, error) {
+func newTelemetry(cfg Config, st store.TelemetryStore, fl *fleet.Service, recipes func(string) (*recipe.Recipe, error), pool *bmc.Pool, log *slog.Logger, mine func(string) bool) (*telemetry.Service, error) {
 	var notify []telemetry.Notifier
 	if cfg.AlertWebhook != "" {
 		notify = append(notify, telemetry.Webhook{URL: cfg.AlertWebhook})
@@ -42,6 +42,7 @@ func newTelemetry(cfg Config, st store.TelemetryStore, fl *fleet.Service, recipe
 		Logger:   log.With("service", "telemetry"),
 		Racks:    racksIn(cfg.Recipes, log),
 		Store:    st,
+		Mine:     mine,
 	})
 }
 

@@ -80,18 +80,12 @@ func (s *Service) load(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range recs {
-		var nr nodeRecord
-		if err := json.Unmarshal(r.State, &nr); err != nil {
+		n := &node{interval: s.cfg.Interval}
+		n.m.ID = r.Machine
+		if err := n.applyRecord(r.State); err != nil {
 			s.cfg.Logger.Warn("telemetry: a machine's stored state is damaged; starting it afresh", "machine", r.Machine, "err", err)
 			continue
 		}
-		n := &node{last: nr.Last, interval: s.cfg.Interval}
-		n.m.ID = r.Machine
-		n.state.alerts = map[string]*Alert{}
-		for k, a := range nr.Alerts {
-			n.state.alerts[k] = &a
-		}
-		n.state.mem = memory{corrBase: nr.CorrBase, corrSince: nr.CorrSince}
 		s.restored[r.Machine] = n
 		days, err := st.PowerDays(ctx, r.Machine, from)
 		if err != nil {
@@ -133,22 +127,11 @@ func (s *Service) flush(ctx context.Context) error {
 	if st == nil {
 		return nil
 	}
-	var nodes []store.NodeTelemetry
 	var days []store.PowerDay
-	s.mu.Lock()
-	for id, n := range s.nodes {
-		nr := nodeRecord{Last: n.last, Alerts: map[string]Alert{}, CorrBase: n.state.mem.corrBase, CorrSince: n.state.mem.corrSince}
-		for k, a := range n.state.alerts {
-			nr.Alerts[k] = *a
-		}
-		b, err := json.Marshal(nr)
-		if err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		nodes = append(nodes, store.NodeTelemetry{Machine: id, State: b})
+	nodes, err := s.nodeRecords(func(_ string, n *node) bool { return !n.remote }) // a remote one's poller stores it
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
 	// Today's record every flush; yesterday's once more after midnight
 	// (its last buckets), then never again: it no longer changes.
 	yesterday := now.AddDate(0, 0, -1).Truncate(24 * time.Hour).Format(time.DateOnly)
@@ -180,6 +163,9 @@ func (s *Service) flush(ctx context.Context) error {
 	}
 	var put []store.PowerDay
 	for id, ss := range sums {
+		if !s.mine(id) {
+			continue // its poller stores them
+		}
 		for _, sm := range ss {
 			put = append(put, store.PowerDay{Machine: id, Day: sm.Day().Format(time.DateOnly), Buckets: encodeSummary(sm)})
 		}
@@ -189,8 +175,51 @@ func (s *Service) flush(ctx context.Context) error {
 			return err
 		}
 	}
-	_, err := st.DeletePowerSummariesBefore(ctx, now.Add(-SummaryRetention).Format(time.DateOnly))
+	_, err = st.DeletePowerSummariesBefore(ctx, now.Add(-SummaryRetention).Format(time.DateOnly))
 	return err
+}
+
+// nodeRecords is the stored state of the nodes keep selects.
+func (s *Service) nodeRecords(keep func(id string, n *node) bool) ([]store.NodeTelemetry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.NodeTelemetry
+	for id, n := range s.nodes {
+		if !keep(id, n) {
+			continue
+		}
+		b, err := n.record()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, store.NodeTelemetry{Machine: id, State: b})
+	}
+	return out, nil
+}
+
+// record is n's state as stored. s.mu is held.
+func (n *node) record() ([]byte, error) {
+	nr := nodeRecord{Last: n.last, Alerts: map[string]Alert{}, CorrBase: n.state.mem.corrBase, CorrSince: n.state.mem.corrSince}
+	for k, a := range n.state.alerts {
+		nr.Alerts[k] = *a
+	}
+	return json.Marshal(nr)
+}
+
+// applyRecord sets n's last sample, alerts and rule memory from a stored
+// record. s.mu is held (or n is not shared yet).
+func (n *node) applyRecord(raw []byte) error {
+	var nr nodeRecord
+	if err := json.Unmarshal(raw, &nr); err != nil {
+		return err
+	}
+	n.last = nr.Last
+	n.state.alerts = map[string]*Alert{}
+	for k, a := range nr.Alerts {
+		n.state.alerts[k] = &a
+	}
+	n.state.mem = memory{corrBase: nr.CorrBase, corrSince: nr.CorrSince}
+	return nil
 }
 
 // restore puts stored buckets back (at start, before any sample).

@@ -53,6 +53,9 @@ type Config struct {
 	// nil: memory only. FlushEvery is how often they are written (5 m).
 	Store      store.TelemetryStore
 	FlushEvery time.Duration
+	// Mine says whether this instance polls a machine where several share
+	// the store (share.go); nil: it polls every machine.
+	Mine func(machineID string) bool
 }
 
 // Service polls BMCs and keeps readings and alerts. Safe for concurrent use.
@@ -78,6 +81,9 @@ type node struct {
 	interval   time.Duration
 	polling    bool
 	selEntries int64 // BMC event log entries seen
+	// remote: another instance polls it; its last sample, alerts and
+	// buckets are what that instance stored (share.go).
+	remote bool
 }
 
 // New builds a Service.
@@ -134,6 +140,9 @@ func (s *Service) Run(ctx context.Context) error {
 			if err := s.flush(ctx); err != nil {
 				s.cfg.Logger.Warn("telemetry: state not stored", "err", err)
 			}
+			if err := s.syncRemote(ctx); err != nil {
+				s.cfg.Logger.Warn("telemetry: the other instances' machines not read", "err", err)
+			}
 			flushed = now
 		}
 		if now.Sub(refreshed) >= min(s.cfg.Interval, time.Minute) {
@@ -172,6 +181,9 @@ func (s *Service) PollAll(ctx context.Context) error {
 	s.mu.Lock()
 	var ns []*node
 	for _, n := range s.nodes {
+		if n.remote {
+			continue
+		}
 		n.polling = true
 		ns = append(ns, n)
 	}
@@ -191,7 +203,14 @@ func (s *Service) refresh(ctx context.Context, now time.Time) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	gone := s.refreshLocked(ctx, ms, now)
+	s.mu.Unlock()
+	return s.handOver(ctx, gone)
+}
+
+// refreshLocked is refresh's bookkeeping; it returns the machines this
+// instance stopped polling (share.go). s.mu is held.
+func (s *Service) refreshLocked(ctx context.Context, ms []machine.Machine, now time.Time) (gone []string) {
 	seen := map[string]bool{}
 	for _, m := range ms {
 		if m.BMC.Endpoint == "" {
@@ -200,9 +219,12 @@ func (s *Service) refresh(ctx context.Context, now time.Time) error {
 		seen[m.ID] = true
 		if n, ok := s.nodes[m.ID]; ok {
 			n.m = m
+			if s.reassign(n, now) {
+				gone = append(gone, m.ID)
+			}
 			continue
 		}
-		n := &node{m: m, interval: s.cfg.Interval}
+		n := &node{m: m, interval: s.cfg.Interval, remote: !s.mine(m.ID)}
 		if r, ok := s.restored[m.ID]; ok { // its last sample and alerts from before a restart
 			n.last, n.state = r.last, r.state
 			delete(s.restored, m.ID)
@@ -221,7 +243,7 @@ func (s *Service) refresh(ctx context.Context, now time.Time) error {
 			}
 		}
 	}
-	return nil
+	return gone
 }
 
 // offset spreads machines over the interval by a hash of their ID: the
@@ -238,7 +260,7 @@ func (s *Service) due(now time.Time) []*node {
 	defer s.mu.Unlock()
 	var out []*node
 	for _, n := range s.nodes {
-		if !n.polling && !now.Before(n.next) {
+		if !n.polling && !n.remote && !now.Before(n.next) {
 			n.polling = true
 			out = append(out, n)
 		}

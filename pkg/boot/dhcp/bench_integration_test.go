@@ -168,6 +168,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if raw := os.Getenv("INGOT_DHCP_ETCD_SERVER"); raw != "" {
+		if err := runEtcdServer(raw); err != nil {
+			fmt.Fprintln(os.Stderr, "etcd DHCP server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if db := os.Getenv("INGOT_DHCP_BENCH_SERVER"); db != "" {
 		if err := benchServer(db); err != nil {
 			fmt.Fprintln(os.Stderr, "bench server:", err)
@@ -224,6 +231,10 @@ type loadgen struct {
 	dups    atomic.Int64
 	offerNS atomic.Int64
 	ackNS   atomic.Int64
+	// tries is how often a message is sent before giving up (default 4,
+	// a second apart); onAck, if set, gets each ACK's server identifier.
+	tries int
+	onAck func(server net.IP)
 }
 
 func newLoadgen(b testing.TB, load *netns.NS) *loadgen {
@@ -294,7 +305,7 @@ func (g *loadgen) dora(mac net.HardwareAddr) bool {
 	g.mu.Unlock()
 	defer func() { g.mu.Lock(); delete(g.wait, xid); g.mu.Unlock() }()
 	send := func(m *dhcpv4.DHCPv4, want dhcpv4.MessageType) *dhcpv4.DHCPv4 {
-		for try := 0; try < 4; try++ {
+		for try := 0; try < max(g.tries, 4); try++ {
 			if try > 0 {
 				g.retries.Add(1)
 			}
@@ -341,6 +352,9 @@ func (g *loadgen) dora(mac net.HardwareAddr) bool {
 	g.ackNS.Add(int64(time.Since(t1)))
 	if ack == nil {
 		return false
+	}
+	if g.onAck != nil {
+		g.onAck(ack.ServerIdentifier())
 	}
 	ip, _ := netip.AddrFromSlice(ack.YourIPAddr.To4())
 	if prev, dup := g.acked.LoadOrStore(ip, mac.String()); dup && prev != mac.String() {

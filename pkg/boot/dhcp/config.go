@@ -86,6 +86,10 @@ type Config struct {
 	DeclineHold time.Duration
 	// OfferHold is how long an offered address is kept for the client; 0 = 60 s.
 	OfferHold time.Duration
+	// Active says whether this instance answers now (active.go): several
+	// instances sharing an etcd store answer a segment one at a time. nil:
+	// always.
+	Active func() bool
 }
 
 // BootFiles maps a client architecture (pxe.Arch* names) to the file it

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -44,6 +45,8 @@ type Handler struct {
 	declined map[netip.Addr]time.Time // address -> unusable until
 	cursor   []uint32                 // per pool: next address to try
 	turns    map[string]*turn         // by MAC: the request being decided (turn.go)
+	// answering: Config.Active said yes last time (active.go).
+	answering atomic.Bool
 }
 
 type hold struct {
@@ -97,6 +100,9 @@ func (h *Handler) handle(ctx context.Context, req *dhcpv4.DHCPv4, in Meta) (*dhc
 		h.cfg.Logger.Debug("dhcp request ignored: expected a BOOTREQUEST from a 6-byte Ethernet chaddr",
 			"op", req.OpCode.String(), "htype", req.HWType.String(), "hlen", len(req.ClientHWAddr))
 		return nil, nil
+	}
+	if !h.active() {
+		return nil, nil // another instance answers this segment (active.go)
 	}
 	switch h.cfg.Mode {
 	case ModeProxy:
@@ -213,6 +219,7 @@ func (h *Handler) request(ctx context.Context, req *dhcpv4.DHCPv4) (*dhcpv4.DHCP
 	h.dropLocked(ip, mac)
 	h.mu.Unlock()
 	if errors.Is(err, store.ErrConflict) { // the store knows a live lease of another client on ip
+		h.learnConflict(ctx, ip)
 		return h.nak(req, fmt.Sprintf("%s is in use", ip)), nil
 	}
 	if err != nil {

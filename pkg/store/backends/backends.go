@@ -8,12 +8,14 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/store"
 	"github.com/ingot-dev/ingot/pkg/store/bolt"
+	"github.com/ingot-dev/ingot/pkg/store/etcd"
 )
 
 // Registry is every backend, one line each; a plain path is a bbolt file.
 func Registry() *store.Registry {
 	return store.NewRegistry("bolt",
 		bolt.Backend(),
+		etcd.Backend(),
 	)
 }
 
