@@ -92,6 +92,12 @@ func writeBMCTree(dir, name string, memMiB int) error {
 		},
 	}
 	updateServiceTree(res, sys)
+	return writeTree(dir, res)
+}
+
+// writeTree writes each resource as PATH/index.json under dir/redfish/v1,
+// each file whole (the virtual BMC may be reading the tree).
+func writeTree(dir string, res map[string]map[string]any) error {
 	for p, body := range res {
 		d := filepath.Join(dir, "redfish", "v1", filepath.FromSlash(p))
 		if err := os.MkdirAll(d, 0o755); err != nil {
