@@ -21,8 +21,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ingot-dev/ingot/pkg/packaging/deb"
 	"github.com/ingot-dev/ingot/pkg/debpkg"
+	"github.com/ingot-dev/ingot/pkg/packaging/deb"
 )
 
 func main() {
