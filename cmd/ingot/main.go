@@ -58,7 +58,7 @@ func commands() []command {
 		{"rollout", "provision a recipe's machines in waves", runRollout},
 		{"job", "list, show and cancel jobs", runJob},
 		{"token", "create, list and revoke API tokens", runToken},
-		{"secret", "keep BMC credentials sealed in the server's store: set, ls, rm, rotate-key", runSecret},
+		{"secret", "keep BMC credentials sealed in the server's store, bound to their BMC endpoints: set, allow, ls, rm, rotate-key", runSecret},
 		{"config", "named server contexts for the CLI (like kubectl's)", runConfig},
 		{"alerts", "telemetry alerts now; alerts rules: the same rules for Prometheus", runAlerts},
 		{"readings", "every machine's last BMC readings: watts, temperatures, fans, PSUs", runReadings},

@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/api"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -183,6 +184,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/secrets", operator, s.listSecrets, 0},
 		{"PUT", "/api/v1/secrets/{name}", operator, s.putSecret, smallBody},
 		{"DELETE", "/api/v1/secrets/{name}", operator, s.deleteSecret, 0},
+		{"POST", "/api/v1/secrets/{name}/endpoints", operator, s.postSecretEndpoint, smallBody},
 		{"POST", "/api/v1/secrets/rotate-key", operator, s.postRotateKey, smallBody},
 		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
 		{"POST", "/api/v1/backup", operator, s.postBackup, smallBody},
@@ -293,6 +295,8 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				code = http.StatusUnprocessableEntity
 			case errors.Is(err, fleet.ErrNoSecrets):
 				code = http.StatusNotImplemented
+			case errors.Is(err, credential.ErrRefused):
+				code = http.StatusForbidden // a credential's rules refused the BMC dial
 			}
 			if code >= 500 {
 				s.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -227,6 +227,9 @@ type TokenStore interface {
 // An implementation MUST:
 //   - store a secret under its Name (a DNS-style name), replacing one with
 //     the same name, and stamp Updated from its clock (Created kept);
+//   - keep a secret's Endpoints (its bindings) as written, through
+//     PutSecret and ReplaceSecrets alike: they say where pkg/fleet lets it
+//     go, and a backend that dropped them would unbind it;
 //   - fail GetSecret and DeleteSecret with ErrNotFound for an unknown name;
 //   - return ListSecrets sorted by name;
 //   - make ReplaceSecrets one atomic write: every secret of the argument

@@ -1,0 +1,180 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/machine"
+	"github.com/ingot-dev/ingot/pkg/store"
+)
+
+// Where a sealed secret may go. A secret records the BMC endpoints it is
+// for (store.Secret.Endpoints, as origins: credential.Origin). It is bound
+// by `ingot secret set --endpoint URL`, or, when set without one, at its
+// first use: the first machine whose BMC it is sent to binds it to that
+// machine's endpoint, with an event. From then on it opens only for a dial
+// of a bound endpoint; sending it anywhere else needs `ingot secret allow
+// NAME --endpoint URL` (AllowSecret), an event on the machines it concerns.
+// So an operator who enrols a machine of their own with secret:NAME and a
+// BMC endpoint they listen on learns nothing: the dial is refused before a
+// byte is sent, and the refusal is a security event on that machine.
+
+// maxSecretEndpoints bounds one secret's bindings (a rack's shared default
+// BMC password has one per BMC).
+const maxSecretEndpoints = 4096
+
+// openSecretFor opens secret name for a dial of m's BMC: only over a
+// transport credential.CheckTransport allows, and only to an endpoint the
+// secret is bound to (an unbound secret is bound to m's at this first
+// use). A refusal is a security event on m and wraps credential.ErrRefused.
+func (s *Service) openSecretFor(ctx context.Context, name string, m *machine.Machine) ([]byte, error) {
+	if err := s.secretsReady(); err != nil {
+		return nil, err
+	}
+	if err := credential.CheckTransport(m.BMC); err != nil {
+		return nil, err
+	}
+	origin, err := credential.Origin(m.BMC.Endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", credential.ErrRefused, err)
+	}
+	if err := s.bindAtFirstUse(ctx, name, origin, m); err != nil {
+		return nil, err
+	}
+	s.sec.mu.RLock()
+	defer s.sec.mu.RUnlock()
+	rec, err := s.sec.store.GetSecret(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.BoundTo(origin) {
+		return nil, s.refuseSecret(ctx, rec, origin, m)
+	}
+	return s.sec.keys.Open(name, rec.KeyID, rec.Sealed)
+}
+
+// refuseSecret records a dial the secret's bindings refused, as a security
+// event on m (repeats coalesce: telemetry retries every poll), and returns
+// the error for the caller.
+func (s *Service) refuseSecret(ctx context.Context, rec *store.Secret, origin string, m *machine.Machine) error {
+	var to []string
+	for _, b := range rec.Endpoints {
+		to = append(to, b.Endpoint)
+	}
+	msg := fmt.Sprintf("refused to send secret %s to %s (the BMC endpoint of %s): it is bound to %s", rec.Name, origin, m.Name, strings.Join(to, ", "))
+	s.log.Warn("security: "+msg, "machine", m.Name, "secret", rec.Name, "endpoint", origin)
+	s.event(ctx, machine.Event{Machine: m.ID, Kind: "security", Actor: "fleet", Message: msg,
+		Fields: map[string]string{"secret": rec.Name, "endpoint": origin}})
+	return fmt.Errorf("%w: %s; if that BMC is the secret's, allow it with 'ingot secret allow %s --endpoint %s' (an event on every machine using it)",
+		credential.ErrRefused, msg, rec.Name, origin)
+}
+
+// bindAtFirstUse binds an unbound secret to origin, the endpoint of m's
+// BMC, with an event on m; a bound one is left as it is. Two first uses
+// racing (another server on the same store) bind one of them: the write is
+// conditional on the record read (ReplaceSecrets).
+func (s *Service) bindAtFirstUse(ctx context.Context, name, origin string, m *machine.Machine) error {
+	rec, err := s.sec.store.GetSecret(ctx, name)
+	if err != nil || len(rec.Endpoints) > 0 {
+		return err
+	}
+	s.sec.mu.Lock()
+	defer s.sec.mu.Unlock()
+	rec, err = s.sec.store.GetSecret(ctx, name)
+	if err != nil || len(rec.Endpoints) > 0 {
+		return err
+	}
+	rec.Endpoints = []store.SecretBinding{{Endpoint: origin, By: "first use by " + m.Name, At: s.now().UTC()}}
+	if err := s.sec.store.ReplaceSecrets(ctx, []store.Secret{*rec}); err != nil && !errors.Is(err, store.ErrStale) {
+		return fmt.Errorf("binding secret %s to %s at its first use: %w", name, origin, err)
+	} else if err != nil {
+		return nil // bound meanwhile: openSecretFor checks the winner's binding
+	}
+	s.log.Info("secret bound at its first use", "secret", name, "endpoint", origin, "machine", m.Name)
+	s.event(ctx, machine.Event{Machine: m.ID, Kind: "secret", Actor: "fleet",
+		Message: fmt.Sprintf("secret %s bound to %s (this machine's BMC) at its first use: it is sent nowhere else unless an operator allows it (ingot secret allow)", name, origin),
+		Fields:  map[string]string{"secret": name, "endpoint": origin}})
+	return nil
+}
+
+// AllowSecret lets secret name also go to endpoint: the explicit operator
+// action sending a bound secret anywhere new needs. It is an event on every
+// machine using the secret at that endpoint, and the binding keeps actor
+// and time (secret ls shows them). Allowing a bound endpoint again changes
+// nothing.
+func (s *Service) AllowSecret(ctx context.Context, name, endpoint, actor string) error {
+	if err := s.secretsReady(); err != nil {
+		return err
+	}
+	add, err := s.bindings([]string{endpoint}, actor)
+	if err != nil {
+		return fmt.Errorf("allowing secret %s: %w", name, err)
+	}
+	s.sec.mu.Lock()
+	defer s.sec.mu.Unlock()
+	rec, err := s.sec.store.GetSecret(ctx, name)
+	if err != nil {
+		return fmt.Errorf("allowing secret %s: %w", name, err)
+	}
+	if rec.BoundTo(add[0].Endpoint) {
+		return nil
+	}
+	if len(rec.Endpoints) >= maxSecretEndpoints {
+		return invalid("allowing secret %s: it is bound to %d endpoints already (at most %d)", name, len(rec.Endpoints), maxSecretEndpoints)
+	}
+	rec.Endpoints = append(rec.Endpoints, add[0])
+	if err := s.sec.store.ReplaceSecrets(ctx, []store.Secret{*rec}); err != nil {
+		return fmt.Errorf("allowing secret %s to go to %s: %w", name, add[0].Endpoint, err)
+	}
+	s.log.Info("secret allowed to a new endpoint", "secret", name, "endpoint", add[0].Endpoint, "actor", actor)
+	s.bindingEvents(ctx, name, add, actor, "allowed")
+	return nil
+}
+
+// bindings turns endpoints into bindings by actor now, each an origin,
+// refusing a malformed one and duplicates.
+func (s *Service) bindings(endpoints []string, actor string) ([]store.SecretBinding, error) {
+	if len(endpoints) > maxSecretEndpoints {
+		return nil, invalid("%d endpoints; at most %d", len(endpoints), maxSecretEndpoints)
+	}
+	var out []store.SecretBinding
+	seen := map[string]bool{}
+	for _, e := range endpoints {
+		o, err := credential.Origin(e)
+		if err != nil {
+			return nil, invalid("%v", err)
+		}
+		if !seen[o] {
+			seen[o] = true
+			out = append(out, store.SecretBinding{Endpoint: o, By: actor, At: s.now().UTC()})
+		}
+	}
+	return out, nil
+}
+
+// bindingEvents records, on every machine whose BMC credential is
+// secret:name at one of bound's endpoints, that an operator let the secret
+// go there.
+func (s *Service) bindingEvents(ctx context.Context, name string, bound []store.SecretBinding, actor, what string) {
+	ms, err := s.store.ListMachines(ctx, store.MachineFilter{})
+	if err != nil {
+		s.log.Error("recording a secret's binding on its machines", "secret", name, "err", err)
+		return
+	}
+	for _, m := range ms {
+		o, err := credential.Origin(m.BMC.Endpoint)
+		if err != nil || m.BMC.CredentialRef != "secret:"+name {
+			continue
+		}
+		for _, b := range bound {
+			if b.Endpoint == o {
+				s.event(ctx, machine.Event{Machine: m.ID, Kind: "secret", Actor: actor,
+					Message: fmt.Sprintf("secret %s %s to go to %s (this machine's BMC) by %s", name, what, o, actor),
+					Fields:  map[string]string{"secret": name, "endpoint": o}})
+			}
+		}
+	}
+}
