@@ -124,6 +124,13 @@ const (
 	firstBoot        // the job's first-boot credential, from the machine
 )
 
+// limited reports whether requests of this access count against the
+// per-address public limit before anything else: the routes anyone may
+// call, and the exchange, whose boot credential is checked only after (a
+// credential seen on the boot network, replayed from elsewhere, is refused
+// there and each refusal is a security event).
+func (a access) limited() bool { return a == public || a == exchange }
+
 // kinds are the machine credentials each access takes.
 func (a access) kinds() []string {
 	switch a {
@@ -244,11 +251,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			limit = defaultBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		if rt.access == public {
+		if rt.access.limited() {
 			host, _, _ := net.SplitHostPort(r.RemoteAddr)
 			if ok, wait := s.publicLimit.Allow(host); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				writeErr(w, http.StatusTooManyRequests, fmt.Sprintf("%s %s: too many requests from %s without a credential; retry in %s", r.Method, r.URL.Path, host, wait.Round(time.Millisecond)))
+				writeErr(w, http.StatusTooManyRequests, fmt.Sprintf("%s %s: too many requests from %s before a credential is checked; retry in %s", r.Method, r.URL.Path, host, wait.Round(time.Millisecond)))
 				return
 			}
 		}

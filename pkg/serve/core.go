@@ -254,6 +254,7 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
+		ServiceFunc("event-summaries", c.Fleet.RunEvents),
 		ServiceFunc("reload", c.fanOutReload)}
 	if c.tel != nil {
 		out = append(out, ServiceFunc("telemetry", c.tel.Run))

@@ -136,7 +136,12 @@ type InventoryStore interface {
 //     with no gaps and no repeats, whatever the concurrency;
 //   - fail with ErrNotFound for a machine that does not exist;
 //   - return from Events, oldest first, the events with Seq > afterSeq, at
-//     most limit of them (limit <= 0: all).
+//     most limit of them (limit <= 0: all);
+//   - keep at most Options.MaxEvents events per machine: a write (an
+//     append, or a create or change with its events) that would keep more
+//     drops the oldest in that same write. Seqs are never reused or
+//     renumbered, so the events a machine lost are counted by its oldest
+//     kept one: EventsDropped(oldest.Seq).
 //
 // An implementation SHOULD group-commit concurrent appends: agents and the
 // engine append from many goroutines.
