@@ -78,6 +78,10 @@ var (
 	ErrLocked = errors.New("database is locked by another ingot process")
 	// ErrSchema: the file's schema is newer than this binary, or a migration failed.
 	ErrSchema = errors.New("incompatible schema")
+	// ErrSchemaNewer: the store was written by a newer ingot (a newer
+	// schema); errors.Is(err, ErrSchema) also holds. No retry fixes it:
+	// run the newer ingot, or restore the backup the error names.
+	ErrSchemaNewer = fmt.Errorf("%w: written by a newer ingot", ErrSchema)
 	// ErrStale: a conditional write (UpdateMachineRev, UpdateJobRev) named
 	// a revision the record no longer has; read it again and retry.
 	// errors.Is(err, ErrConflict) also holds.
