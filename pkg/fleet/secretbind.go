@@ -44,16 +44,12 @@ func (s *Service) openSecretFor(ctx context.Context, name string, m *machine.Mac
 	if err := s.bindAtFirstUse(ctx, name, origin, m); err != nil {
 		return nil, err
 	}
-	s.sec.mu.RLock()
-	defer s.sec.mu.RUnlock()
-	rec, err := s.sec.store.GetSecret(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if !rec.BoundTo(origin) {
-		return nil, s.refuseSecret(ctx, rec, origin, m)
-	}
-	return s.sec.keys.Open(name, rec.KeyID, rec.Sealed)
+	return s.openChecked(ctx, name, func(rec *store.Secret) error {
+		if !rec.BoundTo(origin) {
+			return s.refuseSecret(ctx, rec, origin, m)
+		}
+		return nil
+	})
 }
 
 // refuseSecret records a dial the secret's bindings refused, as a security

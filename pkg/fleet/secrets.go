@@ -106,16 +106,16 @@ func (s *Service) setSecret(ctx context.Context, name string, value []byte, endp
 	return nil
 }
 
-// openSecret returns the value of the secret name, wherever it goes: for
-// tests and rotation's own bookkeeping; a dial goes through openSecretFor.
-func (s *Service) openSecret(ctx context.Context, name string) ([]byte, error) {
-	if err := s.secretsReady(); err != nil {
-		return nil, err
-	}
+// openChecked returns the value of the secret name once check accepts its
+// record, read under the key's read lock (key rotation waits).
+func (s *Service) openChecked(ctx context.Context, name string, check func(*store.Secret) error) ([]byte, error) {
 	s.sec.mu.RLock()
 	defer s.sec.mu.RUnlock()
 	rec, err := s.sec.store.GetSecret(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := check(rec); err != nil {
 		return nil, err
 	}
 	return s.sec.keys.Open(name, rec.KeyID, rec.Sealed)

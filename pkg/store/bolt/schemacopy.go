@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,34 +21,17 @@ const schemaCopyLayout = "20060102T150405Z"
 
 // schemaCopy writes the file as it is, at schema version, beside it as
 // PATH.schema-vVERSION-TIME: one read transaction's snapshot into a
-// temporary file, synced, renamed, the folder synced. It returns the name.
+// temporary file, synced, renamed, the folder synced (durable.WriteWith).
+// It returns the name.
 func (b *Store) schemaCopy(version int) (string, error) {
 	name := fmt.Sprintf("%s.schema-v%d-%s", b.path, version, b.opts.Now().UTC().Format(schemaCopyLayout))
-	tmp, err := os.OpenFile(name+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name()) // after a failure; renamed otherwise
-	err = b.db.View(func(tx *bbolt.Tx) error {
-		_, err := tx.WriteTo(tmp)
-		return err
+	err := durable.WriteWith(name, 0o600, func(w io.Writer) error {
+		return b.db.View(func(tx *bbolt.Tx) error {
+			_, err := tx.WriteTo(w)
+			return err
+		})
 	})
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
-	}
-	if err == nil {
-		err = durable.SyncDir(filepath.Dir(name))
-	}
-	if err != nil {
-		return "", fmt.Errorf("writing %s: %w", name, err)
-	}
-	return name, nil
+	return name, err
 }
 
 // schemaCopies lists the schema copies beside path of a version at most
