@@ -14,8 +14,8 @@ import (
 // Where a sealed secret may go. A secret records the BMC endpoints it is
 // for (store.Secret.Endpoints, as origins: credential.Origin). It is bound
 // by `ingot secret set --endpoint URL`, or, when set without one, at its
-// first use: the first machine whose BMC it is sent to binds it to that
-// machine's endpoint, with an event. From then on it opens only for a dial
+// first use: the first dial with it binds it to the endpoints of the
+// machines enrolled with it by then, with an event on each. From then on it opens only for a dial
 // of a bound endpoint; sending it anywhere else needs `ingot secret allow
 // NAME --endpoint URL` (AllowSecret), an event on the machines it concerns.
 // So an operator who enrols a machine of their own with secret:NAME and a
@@ -68,10 +68,14 @@ func (s *Service) refuseSecret(ctx context.Context, rec *store.Secret, origin st
 		credential.ErrRefused, msg, rec.Name, origin)
 }
 
-// bindAtFirstUse binds an unbound secret to origin, the endpoint of m's
-// BMC, with an event on m; a bound one is left as it is. Two first uses
-// racing (another server on the same store) bind one of them: the write is
-// conditional on the record read (ReplaceSecrets).
+// bindAtFirstUse binds an unbound secret, at its first use (a dial of
+// m's BMC), to the endpoints of every machine using it then: m's and those
+// of the machines enrolled with it so far (a rack's shared BMC password,
+// or every secret of a store written before bindings existed, keeps
+// working for all of them), with an event on each. A machine enrolled
+// with it later needs 'ingot secret allow'. A bound secret is left as it
+// is. Two first uses racing (another server on the same store) bind once:
+// the write is conditional on the record read (ReplaceSecrets).
 func (s *Service) bindAtFirstUse(ctx context.Context, name, origin string, m *machine.Machine) error {
 	rec, err := s.sec.store.GetSecret(ctx, name)
 	if err != nil || len(rec.Endpoints) > 0 {
@@ -83,17 +87,54 @@ func (s *Service) bindAtFirstUse(ctx context.Context, name, origin string, m *ma
 	if err != nil || len(rec.Endpoints) > 0 {
 		return err
 	}
-	rec.Endpoints = []store.SecretBinding{{Endpoint: origin, By: "first use by " + m.Name, At: s.now().UTC()}}
-	if err := s.sec.store.ReplaceSecrets(ctx, []store.Secret{*rec}); err != nil && !errors.Is(err, store.ErrStale) {
-		return fmt.Errorf("binding secret %s to %s at its first use: %w", name, origin, err)
-	} else if err != nil {
-		return nil // bound meanwhile: openSecretFor checks the winner's binding
+	users, err := s.secretEndpoints(ctx, name)
+	if err != nil {
+		return fmt.Errorf("binding secret %s at its first use: %w", name, err)
 	}
-	s.log.Info("secret bound at its first use", "secret", name, "endpoint", origin, "machine", m.Name)
-	s.event(ctx, machine.Event{Machine: m.ID, Kind: "secret", Actor: "fleet",
-		Message: fmt.Sprintf("secret %s bound to %s (this machine's BMC) at its first use: it is sent nowhere else unless an operator allows it (ingot secret allow)", name, origin),
-		Fields:  map[string]string{"secret": name, "endpoint": origin}})
+	at := s.now().UTC()
+	rec.Endpoints = []store.SecretBinding{{Endpoint: origin, By: "first use by " + m.Name, At: at}}
+	for _, u := range users {
+		if !rec.BoundTo(u.origin) && len(rec.Endpoints) < maxSecretEndpoints {
+			rec.Endpoints = append(rec.Endpoints, store.SecretBinding{Endpoint: u.origin, By: "used by " + u.m.Name + " at the first use", At: at})
+		}
+	}
+	if err := s.sec.store.ReplaceSecrets(ctx, []store.Secret{*rec}); errors.Is(err, store.ErrStale) {
+		return nil // bound meanwhile: openSecretFor checks the winner's binding
+	} else if err != nil {
+		return fmt.Errorf("binding secret %s at its first use: %w", name, err)
+	}
+	s.log.Info("secret bound at its first use", "secret", name, "machine", m.Name, "endpoints", len(rec.Endpoints))
+	for _, u := range users {
+		if rec.BoundTo(u.origin) {
+			s.event(ctx, machine.Event{Machine: u.m.ID, Kind: "secret", Actor: "fleet",
+				Message: fmt.Sprintf("secret %s bound to %s (this machine's BMC) at its first use, by %s: it is sent nowhere it is not bound to unless an operator allows it (ingot secret allow)", name, u.origin, m.Name),
+				Fields:  map[string]string{"secret": name, "endpoint": u.origin}})
+		}
+	}
 	return nil
+}
+
+// secretUser is a machine whose BMC credential is a secret, and its BMC's
+// origin.
+type secretUser struct {
+	m      machine.Machine
+	origin string
+}
+
+// secretEndpoints lists the machines whose credential is secret:name and
+// whose BMC endpoint is an http(s) URL.
+func (s *Service) secretEndpoints(ctx context.Context, name string) ([]secretUser, error) {
+	ms, err := s.store.ListMachines(ctx, store.MachineFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("listing machines: %w", err)
+	}
+	var out []secretUser
+	for _, m := range ms {
+		if o, err := credential.Origin(m.BMC.Endpoint); err == nil && m.BMC.CredentialRef == "secret:"+name {
+			out = append(out, secretUser{m, o})
+		}
+	}
+	return out, nil
 }
 
 // AllowSecret lets secret name also go to endpoint: the explicit operator
@@ -155,21 +196,17 @@ func (s *Service) bindings(endpoints []string, actor string) ([]store.SecretBind
 // secret:name at one of bound's endpoints, that an operator let the secret
 // go there.
 func (s *Service) bindingEvents(ctx context.Context, name string, bound []store.SecretBinding, actor, what string) {
-	ms, err := s.store.ListMachines(ctx, store.MachineFilter{})
+	users, err := s.secretEndpoints(ctx, name)
 	if err != nil {
 		s.log.Error("recording a secret's binding on its machines", "secret", name, "err", err)
 		return
 	}
-	for _, m := range ms {
-		o, err := credential.Origin(m.BMC.Endpoint)
-		if err != nil || m.BMC.CredentialRef != "secret:"+name {
-			continue
-		}
+	for _, u := range users {
 		for _, b := range bound {
-			if b.Endpoint == o {
-				s.event(ctx, machine.Event{Machine: m.ID, Kind: "secret", Actor: actor,
-					Message: fmt.Sprintf("secret %s %s to go to %s (this machine's BMC) by %s", name, what, o, actor),
-					Fields:  map[string]string{"secret": name, "endpoint": o}})
+			if b.Endpoint == u.origin {
+				s.event(ctx, machine.Event{Machine: u.m.ID, Kind: "secret", Actor: actor,
+					Message: fmt.Sprintf("secret %s %s to go to %s (this machine's BMC) by %s", name, what, u.origin, actor),
+					Fields:  map[string]string{"secret": name, "endpoint": u.origin}})
 			}
 		}
 	}
