@@ -36,9 +36,11 @@ file while it runs, and admin says so at once instead of waiting.
   check          the file's consistency (every page, every record); exit 1 on damage
   machine ls     machines as the database holds them
   events NODE    a machine's events
-  restore FILE   replace the database with a backup (ingot backup), keeping the
-                 current file as PATH.before-restore-TIME; the backup is checked
-                 first, and a damaged one changes nothing
+  restore FILE   replace the database with a backup (ingot backup, or the
+                 PATH.schema-vN-TIME copy a newer ingot kept before it migrated
+                 the store: the way back to an older ingot), keeping the current
+                 file as PATH.before-restore-TIME; the backup is checked first,
+                 and a damaged one changes nothing
 
 --db STORE (INGOT_DB): a path or bolt:///PATH (default ` + defaultStorePath + `),
 or any store URL serve takes; -o table|json|yaml.

@@ -141,7 +141,8 @@ func (s *Service) secretEndpoints(ctx context.Context, name string) ([]secretUse
 // action sending a bound secret anywhere new needs. It is an event on every
 // machine using the secret at that endpoint, and the binding keeps actor
 // and time (secret ls shows them). Allowing a bound endpoint again changes
-// nothing.
+// nothing. A secret not bound yet is first bound to the machines using it
+// (what its first use would do): "also" keeps its meaning.
 func (s *Service) AllowSecret(ctx context.Context, name, endpoint, actor string) error {
 	if err := s.secretsReady(); err != nil {
 		return err
@@ -158,6 +159,17 @@ func (s *Service) AllowSecret(ctx context.Context, name, endpoint, actor string)
 	}
 	if rec.BoundTo(add[0].Endpoint) {
 		return nil
+	}
+	if len(rec.Endpoints) == 0 {
+		users, err := s.secretEndpoints(ctx, name)
+		if err != nil {
+			return fmt.Errorf("allowing secret %s: %w", name, err)
+		}
+		for _, u := range users {
+			if !rec.BoundTo(u.origin) && u.origin != add[0].Endpoint {
+				rec.Endpoints = append(rec.Endpoints, store.SecretBinding{Endpoint: u.origin, By: "used by " + u.m.Name + " when first allowed", At: add[0].At})
+			}
+		}
 	}
 	if len(rec.Endpoints) >= maxSecretEndpoints {
 		return invalid("allowing secret %s: it is bound to %d endpoints already (at most %d)", name, len(rec.Endpoints), maxSecretEndpoints)

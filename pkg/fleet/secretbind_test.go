@@ -106,4 +106,19 @@ func TestSecretBindings(t *testing.T) {
 	if _, _, err := s.Credentials().Resolve(&down); !errors.Is(err, credential.ErrRefused) {
 		t.Errorf("the bound host over plain http: %v, want refused (the scheme is part of the endpoint)", err)
 	}
+
+	// Allowing an endpoint for a secret not bound yet keeps its users.
+	if err := s.SetSecret(ctx, "fresh", cred, "operator:alice"); err != nil {
+		t.Fatal(err)
+	}
+	user := &machine.Machine{ID: "m-f", Name: "nf", BMC: machine.BMC{Endpoint: "https://10.0.1.1", CredentialRef: "secret:fresh"}}
+	if err := st.CreateMachine(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AllowSecret(ctx, "fresh", "https://10.0.1.2", "operator:bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Credentials().Resolve(user); err != nil {
+		t.Errorf("the user of a secret allowed elsewhere before its first use: %v", err)
+	}
 }
