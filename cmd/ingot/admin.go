@@ -36,10 +36,12 @@ file while it runs, and admin says so at once instead of waiting.
   check          the file's consistency (every page, every record); exit 1 on damage
   machine ls     machines as the database holds them
   events NODE    a machine's events
-  restore FILE   replace the database with a backup (ingot backup), keeping the
-                 current file as PATH.before-restore-TIME; the backup is checked
-                 first, and a damaged one changes nothing (an etcd store is
-                 restored only into an empty prefix)
+  restore FILE   replace the database with a backup (ingot backup, or the
+                 PATH.schema-vN-TIME copy a newer ingot kept before it migrated
+                 the store: the way back to an older ingot), keeping the current
+                 file as PATH.before-restore-TIME; the backup is checked first,
+                 and a damaged one changes nothing (an etcd store is restored
+                 only into an empty prefix)
   migrate --from STORE --to STORE
                  copy a stopped install into an empty store (bolt:///var/lib/ingot/ingot.db
                  to etcd://h1:2379,h2:2379,h3:2379/ingot) and check it record by

@@ -38,6 +38,11 @@ func runEvents(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stdout, "no events for %s\n", node)
 			return nil
 		}
+		if *n == 0 && *since == 0 && evs[0].Seq > 1 {
+			// The whole log starts past seq 1: the store dropped the oldest
+			// (it keeps a bounded number per machine); seqs are never reused.
+			fmt.Fprintf(e.stderr, "%d older events of %s were dropped (the store keeps the newest per machine)\n", evs[0].Seq-1, node)
+		}
 		return writeEvents(e.stdout, evs)
 	})
 }

@@ -61,7 +61,7 @@ func TestFirmwareCampaignThroughCLI(t *testing.T) {
 	}
 	for i, u := range bmcs.URLs {
 		m := &machine.Machine{Name: fmt.Sprintf("node%d", i), MACs: []string{fmt.Sprintf("52:54:00:00:07:%02x", i)}, Recipe: "fw",
-			State: machine.StateReady, Rack: fmt.Sprintf("r%d", i%2), BMC: machine.BMC{Endpoint: u, CredentialRef: "file:" + cred}}
+			State: machine.StateReady, Rack: fmt.Sprintf("r%d", i%2), BMC: machine.BMC{Endpoint: u, CredentialRef: "file:" + cred, Insecure: true}}
 		if err := prov.Store.CreateMachine(ctx, m); err != nil {
 			t.Fatal(err)
 		}

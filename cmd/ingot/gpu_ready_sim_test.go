@@ -222,7 +222,7 @@ func (l *hgxLab) enrol(ctx context.Context, i int, root string, spec hgxSpec, ho
 	t.Cleanup(srv.Close)
 	m := &machine.Machine{Name: fmt.Sprintf("gpu%02d", i), MACs: []string{spec.bootMAC()}, Serial: spec.serial, SystemUUID: spec.uuid,
 		Recipe: rc, State: machine.StateEnrolled, Rack: "r07", Index: i,
-		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + l.cred}}
+		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + l.cred, Insecure: true}}
 	if err := l.st.CreateMachine(ctx, m); err != nil {
 		t.Fatal(err)
 	}

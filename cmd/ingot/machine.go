@@ -18,7 +18,7 @@ import (
 const machineUsage = `Usage: ingot machine COMMAND
 
 Commands:
-  add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF]
+  add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--bmc-insecure]
       [--recipe R] [--rack R] [--index N] [--location L] [--ip A]
                       enroll a machine (state: enrolled)
   ls [--recipe R] [--state S] [--rack R] [--limit N] [--after NAME]
@@ -145,13 +145,14 @@ func parseNode(e *env, fs *flag.FlagSet, af *apiFlags, cmd string, args []string
 }
 
 func runMachineAdd(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("machine add", "machine add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--recipe R] [--rack R] [--index N] [--location L] [--ip A]")
+	fs := e.flagSet("machine add", "machine add NAME --mac MAC [--mac MAC2] [--serial S] [--bmc URL] [--bmc-cred REF] [--bmc-insecure] [--recipe R] [--rack R] [--index N] [--location L] [--ip A]")
 	af := addAPIFlags(fs)
 	var macs repeatedFlag
 	fs.Var(&macs, "mac", "MAC address of a boot NIC (repeat for more)")
 	serial := fs.String("serial", "", "system serial number")
 	bmc := fs.String("bmc", "", "BMC Redfish endpoint, e.g. https://10.0.0.5")
 	bmcCred := fs.String("bmc-cred", "", "BMC credential reference on the server: file:/etc/ingot/bmc/NODE or env:INGOT_BMC_NODE (inside the server's --bmc-credentials-dir / --bmc-credential-env-prefix)")
+	insecure := fs.Bool("bmc-insecure", false, "the link to this BMC protects nothing: skip TLS verification and allow a plain http:// endpoint (a lab, an isolated management network); without it a credential is never sent over http")
 	recipeName := fs.String("recipe", "", "recipe (server class) to assign")
 	rack := fs.String("rack", "", "rack")
 	index := fs.Int("index", 0, "the machine's index in its rack ({index} of the recipe's network.hostname)")
@@ -169,7 +170,7 @@ func runMachineAdd(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("machine add: %w", err)
 	}
 	m, err := c.Enroll(ctx, machine.Machine{Name: pos[0], MACs: macs, Serial: *serial, Rack: *rack, Index: *index,
-		Location: *location, Recipe: *recipeName, IPv4: *ip, BMC: machine.BMC{Endpoint: *bmc, CredentialRef: *bmcCred}})
+		Location: *location, Recipe: *recipeName, IPv4: *ip, BMC: machine.BMC{Endpoint: *bmc, CredentialRef: *bmcCred, Insecure: *insecure}})
 	if err != nil {
 		return fmt.Errorf("machine add: %w", err)
 	}

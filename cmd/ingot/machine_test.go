@@ -114,7 +114,7 @@ func TestMachineLifecycleCLI(t *testing.T) {
 	bmc, proxies := newSwappableBMC(t, "dmtf-public-tower", "dmtf-public-rackmount1")
 	cred := s.bmcCredFile()
 	s.ok("machine", "add", "gpu-01", "--mac", "52-54-00-AA-BB-01", "--mac", "52:54:00:aa:bb:02", "--serial", "SN1",
-		"--bmc", bmc.url, "--bmc-cred", "file:"+cred, "--recipe", "tower-gpu",
+		"--bmc", bmc.url, "--bmc-insecure", "--bmc-cred", "file:"+cred, "--recipe", "tower-gpu",
 		"--rack", "r12", "--location", "row3/r12/u07", "--ip", "192.168.10.21")
 	s.ok("machine", "add", "--mac", "52:54:00:aa:bb:03", "lab-01", "--rack", "r1")
 	s.ok("machine", "add", "gpu-02", "--mac", "52:54:00:aa:bb:04", "--recipe", "gpu-train-h100x8")

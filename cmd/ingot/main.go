@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"syscall"
+
+	"github.com/ingot-dev/ingot/pkg/store"
 )
 
 // version is set at build time: -ldflags "-X main.version=..."
@@ -23,17 +25,45 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stopProfile()
 	stop()
-	var ee exitError
-	switch {
-	case errors.As(err, &ee):
-		os.Exit(int(ee))
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	case err != nil:
+	code, say := exitCode(err)
+	if say {
 		fmt.Fprintln(os.Stderr, "ingot:", err)
-		os.Exit(1)
+	}
+	if code != 0 {
+		os.Exit(code)
 	}
 }
+
+// exitConfig is sysexits.h's EX_CONFIG: a refusal that no restart fixes
+// (the process lacks a privilege its configuration needs; the store was
+// written by a newer ingot). ingot.service does not restart on it
+// (RestartPreventExitStatus=78): a loop of restarts would only fill the
+// journal, and the message says what to change.
+const exitConfig = 78
+
+// exitCode is the status main exits with for run's error, and whether the
+// error is printed.
+func exitCode(err error) (code int, say bool) {
+	var ee exitError
+	var ne needsError
+	switch {
+	case err == nil:
+		return 0, false
+	case errors.As(err, &ee):
+		return int(ee), false
+	case errors.Is(err, errUsage):
+		return 2, false
+	case errors.As(err, &ne), errors.Is(err, store.ErrSchemaNewer):
+		return exitConfig, true
+	}
+	return 1, true
+}
+
+// needsError is a refusal of what the process lacks (privcheck), which a
+// restart does not change: main exits exitConfig.
+type needsError struct{ error }
+
+func (e needsError) Unwrap() error { return e.error }
 
 // command is one subcommand of ingot.
 type command struct {
@@ -58,7 +88,7 @@ func commands() []command {
 		{"rollout", "provision a recipe's machines in waves", runRollout},
 		{"job", "list, show and cancel jobs", runJob},
 		{"token", "create, list and revoke API tokens", runToken},
-		{"secret", "keep BMC credentials sealed in the server's store: set, ls, rm, rotate-key", runSecret},
+		{"secret", "keep BMC credentials sealed in the server's store, bound to their BMC endpoints: set, allow, ls, rm, rotate-key", runSecret},
 		{"config", "named server contexts for the CLI (like kubectl's)", runConfig},
 		{"alerts", "telemetry alerts now; alerts rules: the same rules for Prometheus", runAlerts},
 		{"readings", "every machine's last BMC readings: watts, temperatures, fans, PSUs", runReadings},

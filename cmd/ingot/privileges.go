@@ -25,7 +25,10 @@ func checkPrivileges(cfg serve.Config, log *slog.Logger) error {
 			log.Warn("running without a privilege", "lack", p.Message)
 		}
 	}
-	return privcheck.Error(sys, problems)
+	if err := privcheck.Error(sys, problems); err != nil {
+		return needsError{err} // exit 78: no restart grants it
+	}
+	return nil
 }
 
 // privilegePlan is what serve will do with cfg that may need privileges.

@@ -69,7 +69,7 @@ func TestRolloutAgainstVirtualBMCs(t *testing.T) {
 				}
 				m := &machine.Machine{Name: fmt.Sprintf("node%02d", i), MACs: []string{fmt.Sprintf("52:54:00:00:02:%02x", i)},
 					Recipe: "rack", State: machine.StateEnrolled, Rack: fmt.Sprintf("r%d", i%4),
-					BMC: machine.BMC{Endpoint: u, CredentialRef: "file:" + cred}}
+					BMC: machine.BMC{Endpoint: u, CredentialRef: "file:" + cred, Insecure: true}}
 				if err := st.CreateMachine(ctx, m); err != nil {
 					t.Fatal(err)
 				}

@@ -228,7 +228,7 @@ func (g *group) enrol(i int) (*hgxNode, *bmcLog) {
 	t.Cleanup(srv.Close)
 	m := &machine.Machine{Name: fmt.Sprintf("gpu%02d", i), MACs: []string{spec.bootMAC()}, Serial: spec.serial, SystemUUID: spec.uuid,
 		Recipe: "gpu-train-h100x8", State: machine.StateEnrolled, Rack: "r07", Index: i,
-		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + g.cred}}
+		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + g.cred, Insecure: true}}
 	if err := g.st.CreateMachine(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}

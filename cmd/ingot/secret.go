@@ -10,13 +10,17 @@ import (
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 )
 
-// runSecret: `ingot secret set NAME | ls | rm NAME | rotate-key`, through
-// the API: the server seals secrets in its store with a key kept in its
-// own file, and only the server ever opens them.
+// runSecret: `ingot secret set NAME | allow NAME | ls | rm NAME |
+// rotate-key`, through the API: the server seals secrets in its store with
+// a key kept in its own file, and only the server ever opens them, for a
+// BMC endpoint the secret is bound to.
 func runSecret(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("secret", "secret set NAME [--from-file F] (value from stdin) | secret ls | secret rm NAME | secret rotate-key")
+	fs := e.flagSet("secret", "secret set NAME [--from-file F] [--endpoint URL]... (value from stdin) | secret allow NAME --endpoint URL | secret ls | secret rm NAME | secret rotate-key")
 	af := addAPIFlags(fs)
 	from := fs.String("from-file", "", "read the value from this file instead of stdin")
+	var endpoints repeatedFlag
+	fs.Var(&endpoints, "endpoint", "a BMC endpoint the secret may be sent to (repeat for more); set: bind it to exactly these "+
+		"(without: a new secret is bound to the first BMC it is sent to); allow: let it also go there")
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
 		return helpOK(err)
@@ -44,10 +48,19 @@ func runSecret(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return fmt.Errorf("secret set: reading the value: %w", err)
 		}
-		if err := c.SetSecret(ctx, pos[1], string(b)); err != nil {
+		if err := c.SetSecret(ctx, pos[1], string(b), endpoints...); err != nil {
 			return fmt.Errorf("secret set: %w", err)
 		}
 		fmt.Fprintf(e.stdout, "secret %s sealed; reference it as secret:%s\n", pos[1], pos[1])
+		if len(endpoints) == 0 {
+			fmt.Fprintf(e.stdout, "it goes only to the BMC endpoint it is bound to: the first one it is sent to, unless it was bound before (secret ls shows where)\n")
+		}
+		return nil
+	case pos[0] == "allow" && len(pos) == 2 && len(endpoints) == 1:
+		if err := c.AllowSecret(ctx, pos[1], endpoints[0]); err != nil {
+			return fmt.Errorf("secret allow: %w", err)
+		}
+		fmt.Fprintf(e.stdout, "secret %s may now also go to %s (an event on each machine using it there)\n", pos[1], endpoints[0])
 		return nil
 	case pos[0] == "ls" && len(pos) == 1:
 		ss, err := c.Secrets(ctx)
@@ -74,9 +87,16 @@ func runSecret(ctx context.Context, e *env, args []string) error {
 }
 
 func writeSecrets(e *env, ss []wire.Secret) error {
-	t := newCLITable(e.stdout, "NAME", "KEY", "UPDATED", "USED BY")
+	t := newCLITable(e.stdout, "NAME", "KEY", "UPDATED", "USED BY", "ENDPOINTS")
 	for _, s := range ss {
-		t.row(s.Name, s.KeyID, tableTime(s.Updated), strings.Join(s.UsedBy, ","))
+		var to []string
+		for _, b := range s.Endpoints {
+			to = append(to, b.Endpoint+" ("+b.By+")")
+		}
+		if len(to) == 0 {
+			to = []string{"(bound at its first use)"}
+		}
+		t.row(s.Name, s.KeyID, tableTime(s.Updated), strings.Join(s.UsedBy, ","), strings.Join(to, ","))
 	}
 	return t.flush()
 }

@@ -38,7 +38,7 @@ func TestSecretsAndBMCRotationCLI(t *testing.T) {
 	if out := s.ok("secret", "set", "r1-bmc", "--from-file", val); !strings.Contains(out, "secret:r1-bmc") {
 		t.Errorf("secret set: %q", out)
 	}
-	s.ok("machine", "add", "node-1", "--mac", "52:54:00:cc:00:01", "--bmc", srv.URL, "--bmc-cred", "secret:r1-bmc", "--recipe", "tower-gpu")
+	s.ok("machine", "add", "node-1", "--mac", "52:54:00:cc:00:01", "--bmc", srv.URL, "--bmc-insecure", "--bmc-cred", "secret:r1-bmc", "--recipe", "tower-gpu")
 	s.ok("machine", "inspect", "node-1")
 
 	var secrets []wire.Secret
@@ -83,7 +83,7 @@ func TestSecretsAndBMCRotationCLI(t *testing.T) {
 	// Refusals that say why.
 	cred := s.bmcCredFile()
 	_, url2 := startTestBMC(t, "dmtf-public-rackmount1")
-	s.ok("machine", "add", "node-2", "--mac", "52:54:00:cc:00:02", "--bmc", url2, "--bmc-cred", "file:"+cred)
+	s.ok("machine", "add", "node-2", "--mac", "52:54:00:cc:00:02", "--bmc", url2, "--bmc-insecure", "--bmc-cred", "file:"+cred)
 	for _, c := range []struct {
 		args []string
 		want string

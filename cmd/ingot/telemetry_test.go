@@ -19,7 +19,7 @@ func TestTelemetryCLI(t *testing.T) {
 	s := startServe(t, recipesDir(t, map[string]string{"h100": "name: h100\nversion: 1.0.0\npower:\n  load_watts: 10200\n  idle_watts: 1500\n"}),
 		"--telemetry-interval", "5s")
 	_, url := startTestBMC(t, "dmtf-public-rackmount1")
-	s.ok("machine", "add", "gpu-01", "--mac", "52:54:00:ee:00:01", "--bmc", url, "--bmc-cred", "file:"+s.bmcCredFile(), "--rack", "r12")
+	s.ok("machine", "add", "gpu-01", "--mac", "52:54:00:ee:00:01", "--bmc", url, "--bmc-insecure", "--bmc-cred", "file:"+s.bmcCredFile(), "--rack", "r12")
 	var rs []wire.Reading
 	deadline := time.Now().Add(20 * time.Second)
 	for len(rs) == 0 && time.Now().Before(deadline) {

@@ -51,7 +51,7 @@ func BMCLogsDialer(creds func() credential.Policy, log *slog.Logger) DialBMCLogs
 		log = slog.New(slog.DiscardHandler)
 	}
 	return func(ctx context.Context, m *machine.Machine) (BMCLogReader, error) {
-		user, pass, err := creds().Resolve(m.BMC.CredentialRef)
+		user, pass, err := creds().Resolve(m)
 		if err != nil {
 			return nil, fmt.Errorf("machine %s: %w", m.Name, err)
 		}

@@ -41,7 +41,7 @@ func evidenceBMC(t *testing.T, console string) (*vbmc.BMC, string, DialBMCLogs) 
 	dial := BMCLogsDialer(func() credential.Policy { return policy }, nil)
 	return b, srv.URL, func(ctx context.Context, m *machine.Machine) (BMCLogReader, error) {
 		at := *m
-		at.BMC = machine.BMC{Endpoint: srv.URL, CredentialRef: "env:INGOT_BMC_" + m.Name}
+		at.BMC = machine.BMC{Endpoint: srv.URL, CredentialRef: "env:INGOT_BMC_" + m.Name, Insecure: true} // plain http: a test BMC
 		return dial(ctx, &at)
 	}
 }

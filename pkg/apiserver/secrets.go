@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -14,7 +15,12 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, _ principal
 	}
 	out := make([]wire.Secret, 0, len(infos))
 	for _, in := range infos {
-		out = append(out, wire.Secret{Name: in.Name, KeyID: in.KeyID, Created: in.Created, Updated: in.Updated, UsedBy: in.UsedBy})
+		sec := wire.Secret{Name: in.Name, KeyID: in.KeyID, Created: in.Created, Updated: in.Updated, UsedBy: in.UsedBy,
+			Endpoints: []wire.SecretBinding{}}
+		for _, b := range in.Endpoints {
+			sec.Endpoints = append(sec.Endpoints, wire.SecretBinding(b))
+		}
+		out = append(out, sec)
 	}
 	writeJSON(w, 200, out)
 	return nil
@@ -25,7 +31,26 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request, p principal) 
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := s.fleet.SetSecret(r.Context(), r.PathValue("name"), []byte(req.Value), actor(p)); err != nil {
+	set := s.fleet.SetSecret
+	if len(req.Endpoints) > 0 {
+		set = func(ctx context.Context, name string, value []byte, actor string) error {
+			return s.fleet.SetSecretBound(ctx, name, value, req.Endpoints, actor)
+		}
+	}
+	if err := set(r.Context(), r.PathValue("name"), []byte(req.Value), actor(p)); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// postSecretEndpoint lets a secret also go to another BMC endpoint.
+func (s *Server) postSecretEndpoint(w http.ResponseWriter, r *http.Request, p principal) error {
+	var req wire.SecretAllow
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := s.fleet.AllowSecret(r.Context(), r.PathValue("name"), req.Endpoint, actor(p)); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

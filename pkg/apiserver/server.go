@@ -21,6 +21,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/agentauth"
 	"github.com/ingot-dev/ingot/pkg/api"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/credential"
 	"github.com/ingot-dev/ingot/pkg/engine"
 	"github.com/ingot-dev/ingot/pkg/fleet"
 	"github.com/ingot-dev/ingot/pkg/machine"
@@ -123,6 +124,13 @@ const (
 	firstBoot        // the job's first-boot credential, from the machine
 )
 
+// limited reports whether requests of this access count against the
+// per-address public limit before anything else: the routes anyone may
+// call, and the exchange, whose boot credential is checked only after (a
+// credential seen on the boot network, replayed from elsewhere, is refused
+// there and each refusal is a security event).
+func (a access) limited() bool { return a == public || a == exchange }
+
 // kinds are the machine credentials each access takes.
 func (a access) kinds() []string {
 	switch a {
@@ -183,6 +191,7 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/secrets", operator, s.listSecrets, 0},
 		{"PUT", "/api/v1/secrets/{name}", operator, s.putSecret, smallBody},
 		{"DELETE", "/api/v1/secrets/{name}", operator, s.deleteSecret, 0},
+		{"POST", "/api/v1/secrets/{name}/endpoints", operator, s.postSecretEndpoint, smallBody},
 		{"POST", "/api/v1/secrets/rotate-key", operator, s.postRotateKey, smallBody},
 		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
 		{"POST", "/api/v1/backup", operator, s.postBackup, smallBody},
@@ -244,11 +253,11 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 			limit = defaultBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
-		if rt.access == public {
+		if rt.access.limited() {
 			host, _, _ := net.SplitHostPort(r.RemoteAddr)
 			if ok, wait := s.publicLimit.Allow(host); !ok {
 				w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-				writeErr(w, http.StatusTooManyRequests, fmt.Sprintf("%s %s: too many requests from %s without a credential; retry in %s", r.Method, r.URL.Path, host, wait.Round(time.Millisecond)))
+				writeErr(w, http.StatusTooManyRequests, fmt.Sprintf("%s %s: too many requests from %s before a credential is checked; retry in %s", r.Method, r.URL.Path, host, wait.Round(time.Millisecond)))
 				return
 			}
 		}
@@ -295,6 +304,8 @@ func (s *Server) wrap(rt route) http.HandlerFunc {
 				code = http.StatusUnprocessableEntity
 			case errors.Is(err, fleet.ErrNoSecrets):
 				code = http.StatusNotImplemented
+			case errors.Is(err, credential.ErrRefused):
+				code = http.StatusForbidden // a credential's rules refused the BMC dial
 			}
 			if code >= 500 {
 				s.log.Error("api", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -17,9 +17,16 @@ func (c *Client) Secrets(ctx context.Context) ([]wire.Secret, error) {
 	return out, err
 }
 
-// SetSecret seals value under name on the server.
-func (c *Client) SetSecret(ctx context.Context, name, value string) error {
-	_, err := c.do(ctx, http.MethodPut, "/api/v1/secrets/"+url.PathEscape(name), wire.SecretRequest{Value: value}, nil)
+// SetSecret seals value under name on the server; endpoints, when given,
+// bind it to exactly those BMC endpoints.
+func (c *Client) SetSecret(ctx context.Context, name, value string, endpoints ...string) error {
+	_, err := c.do(ctx, http.MethodPut, "/api/v1/secrets/"+url.PathEscape(name), wire.SecretRequest{Value: value, Endpoints: endpoints}, nil)
+	return err
+}
+
+// AllowSecret lets the secret name also go to the BMC endpoint.
+func (c *Client) AllowSecret(ctx context.Context, name, endpoint string) error {
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/secrets/"+url.PathEscape(name)+"/endpoints", wire.SecretAllow{Endpoint: endpoint}, nil)
 	return err
 }
 

@@ -24,8 +24,10 @@ type Policy struct {
 	EnvPrefix string              // e.g. INGOT_BMC_; "" refuses every env:
 	Getenv    func(string) string // default os.Getenv
 	// Secrets opens a secret ingot keeps sealed in its store (secret:NAME,
-	// pkg/secret); nil refuses every secret:.
-	Secrets func(name string) (string, error)
+	// pkg/secret) for a dial of m's BMC; it refuses an endpoint the secret
+	// is not bound to (pkg/fleet keeps the bindings). nil refuses every
+	// secret:.
+	Secrets func(name string, m *machine.Machine) (string, error)
 }
 
 // Check refuses a reference the policy does not allow; it reads nothing.
@@ -55,15 +57,25 @@ func (p Policy) Check(ref string) error {
 	return nil
 }
 
-// Resolve checks the reference, then reads it. A file that resolves
-// (through symlinks) outside Dir is refused like any other outside file.
-func (p Policy) Resolve(ref string) (user, password string, err error) {
+// Resolve returns the login for a dial of m's BMC: the one place every
+// BMC dial of the server gets its credential (the engine, inspect, the
+// inventory refresh, telemetry, evidence, rotation), so the rules about
+// where a credential may go hold for all of them. It refuses plain http
+// unless m is marked insecure (CheckTransport) and a reference the policy
+// does not allow; a secret opens only for an endpoint it is bound to
+// (Secrets); a file that resolves (through symlinks) outside Dir is
+// refused like any other outside file.
+func (p Policy) Resolve(m *machine.Machine) (user, password string, err error) {
+	ref := m.BMC.CredentialRef
+	if err := CheckTransport(m.BMC); err != nil {
+		return "", "", err
+	}
 	if err := p.Check(ref); err != nil {
 		return "", "", err
 	}
 	kind, arg, _ := strings.Cut(ref, ":")
 	if kind == "secret" {
-		v, err := p.Secrets(arg)
+		v, err := p.Secrets(arg, m)
 		if err != nil {
 			return "", "", fmt.Errorf("credential reference %s: %w", ref, err)
 		}

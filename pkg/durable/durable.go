@@ -5,6 +5,7 @@ package durable
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -28,6 +29,15 @@ func SyncDir(dir string) error {
 // old file or the new one whole, never part of either: a temporary file in
 // the same folder, synced, renamed over path, and the folder synced.
 func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return WriteWith(path, perm, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteWith is WriteFile with the content written by write (a snapshot
+// streamed into the file, say); a failure of write leaves path as it was.
+func WriteWith(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
@@ -36,7 +46,7 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	defer os.Remove(tmp.Name()) // after a failure; gone by then otherwise
 	err = tmp.Chmod(perm)
 	if err == nil {
-		_, err = tmp.Write(data)
+		err = write(tmp)
 	}
 	if err == nil {
 		err = tmp.Sync()

@@ -74,6 +74,10 @@ type Config struct {
 	// (inventory refresh, scheduled password rotation) where several
 	// instances share the store (pkg/scaleout's Ring); nil: every machine.
 	Mine func(machineID string) bool
+	// EventWindow is how long repeats of a security event are counted
+	// before their summary is written (coalesce.go; default
+	// DefaultEventWindow).
+	EventWindow time.Duration
 }
 
 // Service owns machine state. Safe for concurrent use.
@@ -88,6 +92,7 @@ type Service struct {
 	rotMu   sync.Mutex // one BMC password rotation at a time
 	// tokenLife bounds operator tokens' lifetimes.
 	tokenLife tokenlife.Policy
+	coal      *coalescer // repeated security events
 	log       *slog.Logger
 	now       func() time.Time
 	mine      func(machineID string) bool // Config.Mine; nil: all
@@ -106,6 +111,7 @@ func New(cfg Config) (*Service, error) {
 		s.sec = &secrets{store: cfg.Store, keys: cfg.Keys}
 	}
 	s.dialAs, s.mine = cfg.DialBMCAs, cfg.Mine
+	s.coal = newCoalescer(cfg.EventWindow)
 	s.tokenLife = tokenlife.Policy{Default: DefaultTokenTTL, Max: cfg.TokenMaxTTL}
 	s.creds = s.Credentials() // enrolment accepts secret: references when secrets are kept
 	if s.now == nil {
@@ -121,13 +127,29 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// event appends one event; a failure is logged, never hidden from the log.
+// event appends one event, or counts it as a repeat (coalesce.go); a
+// failure is logged, never hidden from the log.
 func (s *Service) event(ctx context.Context, ev machine.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = s.now()
 	}
-	if _, err := s.store.AppendEvent(ctx, ev); err != nil {
-		s.log.Error("recording event", "machine", ev.Machine, "kind", ev.Kind, "err", err)
+	if !coalesced(ev) {
+		s.append(ctx, []machine.Event{ev})
+		return
+	}
+	write, due := s.coal.admit(ev, s.now())
+	s.append(ctx, due)
+	if write {
+		s.append(ctx, []machine.Event{ev})
+	}
+}
+
+// append writes events one by one, logging a failure.
+func (s *Service) append(ctx context.Context, evs []machine.Event) {
+	for _, ev := range evs {
+		if _, err := s.store.AppendEvent(ctx, ev); err != nil {
+			s.log.Error("recording event", "machine", ev.Machine, "kind", ev.Kind, "err", err)
+		}
 	}
 }
 

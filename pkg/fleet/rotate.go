@@ -82,7 +82,7 @@ func (s *Service) RotateBMC(ctx context.Context, idOrName, actor string) (Rotati
 	}
 	s.rotMu.Lock()
 	defer s.rotMu.Unlock()
-	raw, err := s.OpenSecret(ctx, name)
+	raw, err := s.openSecretFor(ctx, name, m)
 	if err != nil {
 		return r, fmt.Errorf("rotating the BMC password of %s: %w", m.Name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ingot-dev/ingot/pkg/credential"
+	"github.com/ingot-dev/ingot/pkg/machine"
 	"github.com/ingot-dev/ingot/pkg/secret"
 	"github.com/ingot-dev/ingot/pkg/store"
 )
@@ -29,6 +30,9 @@ type SecretInfo struct {
 	Updated time.Time `json:"updated"`
 	// UsedBy lists the machines whose BMC credential is secret:Name.
 	UsedBy []string `json:"used_by"`
+	// Endpoints are where the secret may be sent (none: it is bound at
+	// its first use), each with who bound it when.
+	Endpoints []store.SecretBinding `json:"endpoints"`
 }
 
 // secrets is the sealed-secret part of the Service: the store's secrets
@@ -46,8 +50,24 @@ func (s *Service) secretsReady() error {
 	return nil
 }
 
-// SetSecret seals value under name (creating or replacing it).
+// SetSecret seals value under name (creating or replacing it), keeping
+// the endpoints a replaced secret is bound to; a new one is bound at its
+// first use.
 func (s *Service) SetSecret(ctx context.Context, name string, value []byte, actor string) error {
+	return s.setSecret(ctx, name, value, nil, actor)
+}
+
+// SetSecretBound is SetSecret that binds the secret to exactly endpoints
+// (replacing earlier bindings: the new value goes nowhere else), with an
+// event on each machine using it at one of them.
+func (s *Service) SetSecretBound(ctx context.Context, name string, value []byte, endpoints []string, actor string) error {
+	if len(endpoints) == 0 {
+		return invalid("secret %s: no endpoint to bind it to", name)
+	}
+	return s.setSecret(ctx, name, value, endpoints, actor)
+}
+
+func (s *Service) setSecret(ctx context.Context, name string, value []byte, endpoints []string, actor string) error {
 	if err := s.secretsReady(); err != nil {
 		return err
 	}
@@ -57,29 +77,45 @@ func (s *Service) SetSecret(ctx context.Context, name string, value []byte, acto
 	if len(value) == 0 || len(value) > maxSecretSize {
 		return invalid("secret %s: value of %d bytes; expected 1 to %d", name, len(value), maxSecretSize)
 	}
-	s.sec.mu.RLock()
-	defer s.sec.mu.RUnlock()
+	bound, err := s.bindings(endpoints, actor)
+	if err != nil {
+		return fmt.Errorf("secret %s: %w", name, err)
+	}
+	s.sec.mu.Lock()
+	defer s.sec.mu.Unlock()
+	if endpoints == nil {
+		old, err := s.sec.store.GetSecret(ctx, name)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if old != nil {
+			bound = old.Endpoints
+		}
+	}
 	id, sealed, err := s.sec.keys.Seal(name, value)
 	if err != nil {
 		return fmt.Errorf("sealing secret %s: %w", name, err)
 	}
-	if err := s.sec.store.PutSecret(ctx, store.Secret{Name: name, KeyID: id, Sealed: sealed}); err != nil {
+	if err := s.sec.store.PutSecret(ctx, store.Secret{Name: name, KeyID: id, Sealed: sealed, Endpoints: bound}); err != nil {
 		return err
 	}
-	s.log.Info("secret set", "secret", name, "key", id, "actor", actor)
+	s.log.Info("secret set", "secret", name, "key", id, "actor", actor, "endpoints", len(bound))
+	if endpoints != nil {
+		s.bindingEvents(ctx, name, bound, actor, "set and bound")
+	}
 	return nil
 }
 
-// OpenSecret returns the value of the secret name (for the server's own
-// use: BMC credentials; the API never returns one).
-func (s *Service) OpenSecret(ctx context.Context, name string) ([]byte, error) {
-	if err := s.secretsReady(); err != nil {
-		return nil, err
-	}
+// openChecked returns the value of the secret name once check accepts its
+// record, read under the key's read lock (key rotation waits).
+func (s *Service) openChecked(ctx context.Context, name string, check func(*store.Secret) error) ([]byte, error) {
 	s.sec.mu.RLock()
 	defer s.sec.mu.RUnlock()
 	rec, err := s.sec.store.GetSecret(ctx, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := check(rec); err != nil {
 		return nil, err
 	}
 	return s.sec.keys.Open(name, rec.KeyID, rec.Sealed)
@@ -100,7 +136,8 @@ func (s *Service) Secrets(ctx context.Context) ([]SecretInfo, error) {
 	}
 	out := make([]SecretInfo, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, SecretInfo{Name: r.Name, KeyID: r.KeyID, Created: r.Created, Updated: r.Updated, UsedBy: nonNil(users[r.Name])})
+		out = append(out, SecretInfo{Name: r.Name, KeyID: r.KeyID, Created: r.Created, Updated: r.Updated, UsedBy: nonNil(users[r.Name]),
+			Endpoints: append([]store.SecretBinding{}, r.Endpoints...)})
 	}
 	slices.SortFunc(out, func(a, b SecretInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -181,12 +218,14 @@ func (s *Service) secretUsers(ctx context.Context) (map[string][]string, error) 
 }
 
 // Credentials is the server's credential policy with this service's
-// secrets behind secret: references: what the engine dials BMCs with.
+// secrets behind secret: references: what every BMC dial of the server
+// resolves its login with (Policy.Resolve), so a secret opens only for an
+// endpoint it is bound to (openSecretFor).
 func (s *Service) Credentials() credential.Policy {
 	p := s.creds
 	if s.sec != nil {
-		p.Secrets = func(name string) (string, error) {
-			v, err := s.OpenSecret(context.Background(), name)
+		p.Secrets = func(name string, m *machine.Machine) (string, error) {
+			v, err := s.openSecretFor(context.Background(), name, m)
 			return string(v), err
 		}
 	}

@@ -225,8 +225,14 @@ func (l *Lab) takeToken(ctx context.Context, data string) error {
 	return l.save()
 }
 
-// enroll adds each VM through the API with its BMC.
+// enroll adds each VM through the API with its BMC. The lab's virtual BMCs
+// serve plain http on the namespace's loopback, so each machine is marked
+// insecure (the server sends a BMC credential over http only to a machine
+// marked so), and the lab says so.
 func (l *Lab) enroll(ctx context.Context) error {
+	if len(l.State.VMs) > 0 {
+		fmt.Fprintf(l.cfg.Out, "lab: the virtual BMCs serve plain http on 127.0.0.1 inside the lab's namespace: their machines are enrolled with --bmc-insecure (never do that on a network you do not trust)\n")
+	}
 	for i, vm := range l.State.VMs {
 		rc := l.cfg.Recipe
 		if vm.Arch == ArchARM64 {
@@ -235,7 +241,7 @@ func (l *Lab) enroll(ctx context.Context) error {
 		m := machine.Machine{
 			Name: vm.Name, MACs: []string{vm.MAC}, Recipe: rc, Rack: "lab", Index: i + 1,
 			BMC: machine.BMC{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", vm.BMCPort),
-				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred")},
+				CredentialRef: "file:" + filepath.Join(l.cfg.Dir, "bmc.cred"), Insecure: true},
 		}
 		if _, err := l.Client().Enroll(ctx, m); err != nil {
 			return fmt.Errorf("enrolling %s: %w", vm.Name, err)

@@ -60,7 +60,7 @@ func (d *bmcDialers) pooled(ctx context.Context, m *machine.Machine) (*bmc.Clien
 	if m.BMC.Endpoint == "" {
 		return nil, fmt.Errorf("machine %s has no BMC endpoint", m.Name)
 	}
-	user, pass, err := d.creds().Resolve(m.BMC.CredentialRef)
+	user, pass, err := d.creds().Resolve(m)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", m.Name, err)
 	}

@@ -303,6 +303,7 @@ func (c *Parts) services() []Service {
 	out := []Service{ServiceFunc("engine", c.Engine.Run), ServiceFunc("recipes", c.recipes.Run),
 		ServiceFunc("bmc-rotation", func(ctx context.Context) error { return c.Fleet.RunRotation(ctx, c.cfg.BMCRotateEvery) }),
 		ServiceFunc("inventory-refresh", func(ctx context.Context) error { return c.Fleet.RunRefresh(ctx, c.cfg.InventoryRefresh) }),
+		ServiceFunc("event-summaries", c.Fleet.RunEvents),
 		ServiceFunc("reload", c.fanOutReload), ServiceFunc("dashboard", c.Web.Run),
 		ServiceFunc("scale-out", c.Node.Run), ServiceFunc("dhcp-segment", c.segment().Run)}
 	if c.tel != nil {

@@ -136,7 +136,12 @@ type InventoryStore interface {
 //     with no gaps and no repeats, whatever the concurrency;
 //   - fail with ErrNotFound for a machine that does not exist;
 //   - return from Events, oldest first, the events with Seq > afterSeq, at
-//     most limit of them (limit <= 0: all).
+//     most limit of them (limit <= 0: all);
+//   - keep at most Options.MaxEvents events per machine: a write (an
+//     append, or a create or change with its events) that would keep more
+//     drops the oldest in that same write. Seqs are never reused or
+//     renumbered, so the events a machine lost are counted by its oldest
+//     kept one: EventsDropped(oldest.Seq).
 //
 // An implementation SHOULD group-commit concurrent appends: agents and the
 // engine append from many goroutines.
@@ -227,6 +232,9 @@ type TokenStore interface {
 // An implementation MUST:
 //   - store a secret under its Name (a DNS-style name), replacing one with
 //     the same name, and stamp Updated from its clock (Created kept);
+//   - keep a secret's Endpoints (its bindings) as written, through
+//     PutSecret and ReplaceSecrets alike: they say where pkg/fleet lets it
+//     go, and a backend that dropped them would unbind it;
 //   - fail GetSecret and DeleteSecret with ErrNotFound for an unknown name;
 //   - return ListSecrets sorted by name;
 //   - make ReplaceSecrets one atomic write: every secret of the argument

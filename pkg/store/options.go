@@ -15,6 +15,12 @@ type Options struct {
 	Timeout time.Duration
 	// History is how many inventory snapshots are kept per machine. Default 20.
 	History int
+	// MaxEvents is how many events are kept per machine: an append past it
+	// drops the oldest in the same write (EventStore). Default
+	// DefaultMaxEvents. It bounds what a flood of events (refused
+	// credentials from an attacker's address, say) can add to the store
+	// and to every backup.
+	MaxEvents int
 	// Logger receives migration and slow-path messages. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock stamped on records. Default time.Now.
@@ -26,6 +32,11 @@ type Options struct {
 	BatchDelay time.Duration
 }
 
+// DefaultMaxEvents is Options.MaxEvents when unset: a machine's lifetime of
+// reimages (a few dozen events each) with room to spare, about 2 MB of a
+// store at most per machine.
+const DefaultMaxEvents = 5000
+
 // WithDefaults fills in the defaults of the fields left zero.
 func (o Options) WithDefaults() Options {
 	if o.Timeout <= 0 {
@@ -33,6 +44,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.History <= 0 {
 		o.History = 20
+	}
+	if o.MaxEvents <= 0 {
+		o.MaxEvents = DefaultMaxEvents
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -191,3 +191,13 @@ func CheckRevision(what string, have, want uint64) error {
 	}
 	return fmt.Errorf("%s is at revision %d, not %d: %w", what, have, want, ErrStale)
 }
+
+// EventsDropped is how many of a machine's events the store dropped
+// (Options.MaxEvents) when the oldest it keeps has Seq oldest: the seqs
+// before it. 0 for a machine with no events (oldest 0).
+func EventsDropped(oldest uint64) uint64 {
+	if oldest == 0 {
+		return 0
+	}
+	return oldest - 1
+}

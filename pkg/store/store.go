@@ -78,6 +78,10 @@ var (
 	ErrLocked = errors.New("database is locked by another ingot process")
 	// ErrSchema: the file's schema is newer than this binary, or a migration failed.
 	ErrSchema = errors.New("incompatible schema")
+	// ErrSchemaNewer: the store was written by a newer ingot (a newer
+	// schema); errors.Is(err, ErrSchema) also holds. No retry fixes it:
+	// run the newer ingot, or restore the backup the error names.
+	ErrSchemaNewer = fmt.Errorf("%w: written by a newer ingot", ErrSchema)
 	// ErrStale: a conditional write (UpdateMachineRev, UpdateJobRev) named
 	// a revision the record no longer has; read it again and retry.
 	// errors.Is(err, ErrConflict) also holds.
@@ -179,13 +183,34 @@ type MachineFilter struct {
 }
 
 // Secret is a sealed secret: Sealed is pkg/secret's ciphertext, KeyID the
-// key that sealed it.
+// key that sealed it, Endpoints the BMC endpoints it may be sent to (none:
+// not bound yet; pkg/fleet binds it at its first use).
 type Secret struct {
-	Name    string    `json:"name"`
-	KeyID   string    `json:"key_id"`
-	Sealed  []byte    `json:"sealed"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	Name      string          `json:"name"`
+	KeyID     string          `json:"key_id"`
+	Sealed    []byte          `json:"sealed"`
+	Created   time.Time       `json:"created"`
+	Updated   time.Time       `json:"updated"`
+	Endpoints []SecretBinding `json:"endpoints,omitempty"`
+}
+
+// SecretBinding is one endpoint a secret may be sent to, and who bound it
+// when: an operator ("operator:alice") or its first use ("first use by
+// node-1").
+type SecretBinding struct {
+	Endpoint string    `json:"endpoint"` // an origin: credential.Origin's form
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// BoundTo reports whether the secret may be sent to origin.
+func (s *Secret) BoundTo(origin string) bool {
+	for _, b := range s.Endpoints {
+		if b.Endpoint == origin {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeTelemetry is one machine's telemetry state, in telemetry's encoding.

@@ -81,7 +81,7 @@ func (r *SELReader) Read(ctx context.Context, c *bmc.Client, machineID string, l
 func BMCReader(pool *bmc.Pool, creds func() credential.Policy, sel *SELReader, log *slog.Logger) Reader {
 	return func(ctx context.Context, m *machine.Machine) Sample {
 		fail := func(err error) Sample { return Sample{Err: err.Error(), MemCorrectable: -1, MemUncorrectable: -1} }
-		user, pass, err := creds().Resolve(m.BMC.CredentialRef)
+		user, pass, err := creds().Resolve(m)
 		if err != nil {
 			return fail(err)
 		}

@@ -67,7 +67,7 @@ func TestTelemetryScriptedFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := machine.Machine{ID: "m-1", Name: "gpu-01", Recipe: "r", State: machine.StateReady,
-		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + cred}}
+		BMC: machine.BMC{Endpoint: srv.URL, CredentialRef: "file:" + cred, Insecure: true}} // plain http: a test BMC
 	pool := bmc.NewPool(nil)
 	defer pool.Close()
 	creds := credential.Policy{Dir: credDir}

@@ -162,7 +162,7 @@ func (l *lab) seed(o labOptions, cred string) {
 			m.Recipe = "cpu-std"
 		}
 		if l.bmcs != nil && bmcIdx < len(l.bmcs.URLs) && i%racksPer < perRack {
-			m.BMC = machine.BMC{Endpoint: l.bmcs.URLs[bmcIdx], CredentialRef: "file:" + cred}
+			m.BMC = machine.BMC{Endpoint: l.bmcs.URLs[bmcIdx], CredentialRef: "file:" + cred, Insecure: true}
 			m.Recipe = "gpu-h100-lab"
 			l.withBMC[name] = l.bmcs.BMCs[bmcIdx]
 			bmcIdx++

@@ -195,11 +195,29 @@ type Secret struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 	UsedBy  []string  `json:"used_by"`
+	// Endpoints are the BMC endpoints the secret may be sent to (none:
+	// it is bound to the first one it is sent to).
+	Endpoints []SecretBinding `json:"endpoints"`
 }
 
-// SecretRequest is PUT /api/v1/secrets/{name}.
+// SecretBinding is one endpoint a secret may go to, who bound it and when.
+type SecretBinding struct {
+	Endpoint string    `json:"endpoint"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// SecretRequest is PUT /api/v1/secrets/{name}. Endpoints, when set, bind
+// the secret to exactly those BMC endpoints.
 type SecretRequest struct {
-	Value string `json:"value"`
+	Value     string   `json:"value"`
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+// SecretAllow is POST /api/v1/secrets/{name}/endpoints: let the secret
+// also go to Endpoint.
+type SecretAllow struct {
+	Endpoint string `json:"endpoint"`
 }
 
 // KeyRotation answers POST /api/v1/secrets/rotate-key.

@@ -89,7 +89,8 @@ func TestUnit(t *testing.T) {
 		"Service.CapabilityBoundingSet": "CAP_NET_BIND_SERVICE CAP_NET_RAW",
 		"Service.NoNewPrivileges":       "yes", "Service.ProtectSystem": "strict", "Service.ReadWritePaths": "/var/lib/ingot",
 		"Service.PrivateTmp": "yes", "Service.ProtectHome": "yes", "Service.Restart": "on-failure",
-		"Service.RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "Service.StateDirectory": "ingot",
+		"Service.RestartPreventExitStatus": "78", // main's exitConfig: refusals a restart does not fix
+		"Service.RestrictAddressFamilies":  "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "Service.StateDirectory": "ingot",
 		"Install.WantedBy": "multi-user.target",
 	}
 	for k, v := range want {
@@ -99,7 +100,9 @@ func TestUnit(t *testing.T) {
 	}
 }
 
-// The maintainer scripts parse, and none starts or restarts the server.
+// The maintainer scripts parse, and none starts or restarts the server
+// or runs ingot itself: a newer ingot migrates the store when the operator
+// restarts the server, never while the old one runs.
 func TestScripts(t *testing.T) {
 	for _, name := range []string{"postinst", "prerm", "postrm"} {
 		b, _ := fs.ReadFile(files, name)
@@ -108,7 +111,7 @@ func TestScripts(t *testing.T) {
 		if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
 			t.Errorf("%s: %v\n%s", name, err, out)
 		}
-		for _, bad := range []string{"start ingot", "restart", "invoke start", "invoke restart", "--now"} {
+		for _, bad := range []string{"start ingot", "restart", "invoke start", "invoke restart", "--now", "bin/ingot", "ingot admin", "ingot serve"} {
 			for _, l := range strings.Split(string(b), "\n") {
 				if !strings.HasPrefix(strings.TrimSpace(l), "#") && !strings.Contains(l, "echo") && strings.Contains(l, bad) {
 					t.Errorf("%s runs %q: %s", name, bad, l)

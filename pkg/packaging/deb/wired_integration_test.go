@@ -8,8 +8,10 @@ package deb
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,8 +46,9 @@ func TestIntegrationServeRefusesWithoutNetRaw(t *testing.T) {
 	serve, stderr := startAsUnit(ctx, t, srv, root, u, nil)
 	err := serve.Wait()
 	out, _ := os.ReadFile(stderr.Name())
-	if err == nil || ctx.Err() != nil {
-		t.Fatalf("serve without CAP_NET_RAW: %v (context %v), want a refusal\n%s", err, ctx.Err(), out)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 78 || ctx.Err() != nil {
+		t.Fatalf("serve without CAP_NET_RAW: %v (context %v), want a refusal with exit status 78 (the unit's RestartPreventExitStatus)\n%s", err, ctx.Err(), out)
 	}
 	for _, want := range []string{"router advertisements on d0 open a raw ICMPv6 socket (--ra): needs CAP_NET_RAW", "with capabilities CAP_NET_BIND_SERVICE"} {
 		if !strings.Contains(string(out), want) {

@@ -25,13 +25,27 @@ type Store struct {
 	opts   store.Options
 	closed atomic.Bool
 	leases *leaseLog // leases.go, leaselog.go
+	// migs are the schema steps this binary knows (migrations(); a test
+	// acting as an older binary passes fewer), schemaBackup whether Open
+	// writes a backup before it migrates (schema.go).
+	migs         []migration
+	schemaBackup bool
 }
 
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file at path and migrates it
-// to the current schema.
+// to the current schema, after writing a backup of it beside it
+// (PATH.schema-vN-TIME, schema.go); a file of a newer schema is refused
+// with store.ErrSchemaNewer, naming the backup to go back to.
 func Open(path string, opts store.Options) (*Store, error) {
+	return open(path, opts, migrations(), true)
+}
+
+// open is Open with the schema steps migs (all of them but in tests acting
+// as an older binary) and, unless schemaBackup is false, the backup before
+// a migration.
+func open(path string, opts store.Options, migs []migration, schemaBackup bool) (*Store, error) {
 	opts = opts.WithDefaults()
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -62,7 +76,7 @@ func Open(path string, opts store.Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	b := &Store{db: db, path: path, opts: opts}
+	b := &Store{db: db, path: path, opts: opts, migs: migs, schemaBackup: schemaBackup}
 	if err := b.migrate(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)

@@ -2,6 +2,7 @@ package bolt
 
 import (
 	"context"
+	"io"
 
 	bbolt "go.etcd.io/bbolt"
 
@@ -36,4 +37,25 @@ func HighWater(b []byte) int {
 		return 0
 	}
 	return int(m.pgid) * int(m.pageSize)
+}
+
+// OpenAs opens path as a binary that knows the first version schema steps
+// would (an older ingot, for the upgrade and downgrade tests).
+func OpenAs(path string, opts store.Options, version int) (*Store, error) {
+	return open(path, opts, migrations()[:version], true)
+}
+
+// RestoreAs is Restore by a binary that knows the first version steps.
+func RestoreAs(path string, src io.Reader, opts store.Options, version int) (string, error) {
+	return restore(path, src, opts, migrations()[:version])
+}
+
+// LeaseLogRecord is the lease log's record of writing l (a segment is
+// such records one after another).
+func LeaseLogRecord(l store.Lease) []byte {
+	b, err := appendLeaseRecord(nil, leaseOp{Put: &l})
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

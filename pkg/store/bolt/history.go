@@ -165,7 +165,26 @@ func (b *Store) appendEvents(tx *bbolt.Tx, id string, evs []machine.Event) ([]ma
 		}
 		out = append(out, ev)
 	}
-	return out, nil
+	return out, trimEvents(bk, b.opts.MaxEvents)
+}
+
+// trimEvents drops a machine's oldest events until at most max are kept
+// (store.Options.MaxEvents), in the caller's write. Its keys are its seqs,
+// contiguous from the oldest kept to the bucket's sequence.
+func trimEvents(bk *bbolt.Bucket, max int) error {
+	c := bk.Cursor()
+	k, _ := c.First()
+	if k == nil || len(k) != 8 {
+		return nil
+	}
+	kept := bk.Sequence() - binary.BigEndian.Uint64(k) + 1
+	for ; kept > uint64(max) && k != nil; kept-- {
+		if err := c.Delete(); err != nil {
+			return fmt.Errorf("dropping event %d: %w", binary.BigEndian.Uint64(k), err)
+		}
+		k, _ = c.First()
+	}
+	return nil
 }
 
 // Events returns up to limit events (0: all) of the machine with Seq > afterSeq,

@@ -497,9 +497,25 @@ func (b *Store) applyLoop() {
 func (b *Store) openLeases() error {
 	lg := newLeaseLog(b.path)
 	b.leases = lg
-	segs, err := lg.segments()
+	last, err := b.replayLeases(lg)
 	if err != nil {
 		return err
+	}
+	if lg.f, err = lg.create(last + 1); err != nil {
+		return err
+	}
+	lg.seg = last + 1
+	go b.applyLoop()
+	return nil
+}
+
+// replayLeases applies to the file the segments of lg a process left
+// unapplied (it died, or the file is opened to be migrated) and removes
+// them; it returns the last segment number seen.
+func (b *Store) replayLeases(lg *leaseLog) (uint64, error) {
+	segs, err := lg.segments()
+	if err != nil {
+		return 0, err
 	}
 	var applied uint64
 	if err := b.db.View(func(tx *bbolt.Tx) error {
@@ -508,7 +524,7 @@ func (b *Store) openLeases() error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		return 0, err
 	}
 	last := applied
 	var ops []leaseOp
@@ -519,7 +535,7 @@ func (b *Store) openLeases() error {
 		}
 		data, err := os.ReadFile(lg.segPath(n))
 		if err != nil {
-			return fmt.Errorf("replaying lease log: %w", err)
+			return 0, fmt.Errorf("replaying lease log: %w", err)
 		}
 		seg, skips, tail := recoverLeaseLog(data)
 		if tail != nil {
@@ -533,21 +549,13 @@ func (b *Store) openLeases() error {
 	}
 	if last > applied {
 		if err := b.commitLeaseOps(ops, last); err != nil {
-			return fmt.Errorf("replaying lease log: %w", err)
+			return 0, fmt.Errorf("replaying lease log: %w", err)
 		}
 		if len(ops) > 0 {
 			b.opts.Logger.Info("store: replayed lease log", "mutations", len(ops))
 		}
 	}
-	if err := lg.removeUpTo(last); err != nil {
-		return err
-	}
-	if lg.f, err = lg.create(last + 1); err != nil {
-		return err
-	}
-	lg.seg = last + 1
-	go b.applyLoop()
-	return nil
+	return last, lg.removeUpTo(last)
 }
 
 // closeLeases stops the applier, applies what is left and removes the log.

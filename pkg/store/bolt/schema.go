@@ -34,6 +34,7 @@ func migrations() []migration {
 }
 
 // SchemaVersion is the schema this binary reads and writes.
+// (A test acting as an older binary opens with fewer steps: open.)
 func SchemaVersion() int { return len(migrations()) }
 
 // schemaVersion reads the file's version: 0 for a new, empty file.
@@ -57,9 +58,15 @@ func schemaVersion(tx *bbolt.Tx) (int, error) {
 	return int(binary.BigEndian.Uint64(raw)), nil
 }
 
-// migrate brings the file to SchemaVersion, or explains why it cannot.
+// migrate brings the file to the schema of b.migs, or explains why it
+// cannot. A file with data (schema 1 or later) is first made complete (the
+// lease log a process left unapplied is applied, so the copy holds every
+// lease) and copied beside itself as PATH.schema-vN-TIME; the migration
+// runs only once that copy is durable, so going back is always possible
+// (ingot admin restore of the copy, with the older ingot). A file of a
+// newer schema is refused with store.ErrSchemaNewer, naming that copy.
 func (b *Store) migrate() error {
-	want := SchemaVersion()
+	want := len(b.migs)
 	var have int
 	err := b.db.View(func(tx *bbolt.Tx) error {
 		var err error
@@ -70,17 +77,27 @@ func (b *Store) migrate() error {
 		return fmt.Errorf("reading schema version: %w", err)
 	}
 	if have > want {
-		return fmt.Errorf("schema version %d is newer than this ingot understands (%d): %w; run a newer ingot", have, want, store.ErrSchema)
+		return newerSchema(b.path, have, want)
 	}
 	if have == want {
 		return nil
 	}
-	migs := migrations()
+	if have > 0 && b.schemaBackup {
+		if _, err := b.replayLeases(newLeaseLog(b.path)); err != nil {
+			return fmt.Errorf("settling the lease log before migrating schema v%d: %w", have, err)
+		}
+		kept, err := b.schemaCopy(have)
+		if err != nil {
+			return fmt.Errorf("backing up schema v%d before migrating it (nothing was migrated): %w", have, err)
+		}
+		b.opts.Logger.Warn("store: migrating to a newer schema; the file as it was is kept beside it (ingot admin restore it with the older ingot to go back)",
+			"file", b.path, "from", have, "to", want, "backup", kept)
+	}
 	return b.db.Update(func(tx *bbolt.Tx) error {
 		for v := have; v < want; v++ {
-			b.opts.Logger.Info("migrating store", "file", b.path, "from", v, "to", v+1, "step", migs[v].name)
-			if err := migs[v].fn(tx); err != nil {
-				return fmt.Errorf("migrating schema v%d -> v%d (%s): %w: %w", v, v+1, migs[v].name, store.ErrSchema, err)
+			b.opts.Logger.Info("migrating store", "file", b.path, "from", v, "to", v+1, "step", b.migs[v].name)
+			if err := b.migs[v].fn(tx); err != nil {
+				return fmt.Errorf("migrating schema v%d -> v%d (%s): %w: %w", v, v+1, b.migs[v].name, store.ErrSchema, err)
 			}
 		}
 		meta, err := tx.CreateBucketIfNotExists(bMeta)

@@ -96,7 +96,29 @@ func (t *tx) appendEvents(id string, evs []machine.Event) ([]machine.Event, erro
 		out = append(out, ev)
 	}
 	t.put(ck, []byte(strconv.FormatUint(last, 10)))
+	t.trimEvents(id, last)
 	return out, nil
+}
+
+// trimEvents keeps machine id's newest store.Options.MaxEvents events
+// once its newest seq is last: the older ones are deleted in t by one
+// range, and those t was about to write are not written (etcd refuses a
+// transaction whose delete range overlaps its puts).
+func (t *tx) trimEvents(id string, last uint64) {
+	max := uint64(t.s.opts.MaxEvents)
+	if last <= max {
+		return
+	}
+	cut := last - max // the newest seq dropped
+	for seq := cut; seq > 0; seq-- {
+		k := t.s.k.event(id, seq)
+		w, ok := t.writes[k]
+		if !ok || w.del {
+			break
+		}
+		t.unset(k)
+	}
+	t.delRange(t.s.k.events(id), t.s.k.event(id, cut+1))
 }
 
 // checkKeys fails with store.KeyTaken if got (unique keys read by t) shows

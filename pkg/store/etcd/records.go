@@ -243,6 +243,9 @@ func (s *Store) applyEvents(t *tx, calls []*call[machine.Event, machine.Event]) 
 		t.put(ck, []byte(strconv.FormatUint(ev.Seq, 10)))
 		last[id], c.out = ev.Seq, ev
 	}
+	for id, seq := range last {
+		t.trimEvents(id, seq)
+	}
 	return nil
 }
 

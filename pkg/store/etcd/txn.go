@@ -318,6 +318,15 @@ func (t *tx) delRange(start, end string) {
 	t.bytes += len(start) + len(end)
 }
 
+// unset forgets a write t was to make.
+func (t *tx) unset(key string) {
+	if _, ok := t.writes[key]; !ok {
+		return
+	}
+	delete(t.writes, key)
+	t.order = slices.DeleteFunc(t.order, func(k string) bool { return k == key })
+}
+
 // ops is how many operations the commit sends.
 func (t *tx) ops() int { return len(t.order) + len(t.ranges) }
 

@@ -13,6 +13,7 @@ import (
 // capabilityCases check SecretStore, TelemetryStore and Maintainer.
 var capabilityCases = []conformanceCase{
 	{"secrets/put, get, list, replace and delete", secrets},
+	{"secrets/bindings kept through put and replace", secretBindings},
 	{"telemetry/states, power days and summaries", telemetry},
 	{"maintainer/backup, check, location and stats", maintainer},
 }
@@ -67,6 +68,50 @@ func secrets(t *testing.T, e env) {
 		t.Fatal(err)
 	}
 	wantIs(t, "a second DeleteSecret", e.s.DeleteSecret(e.ctx, "a"), store.ErrNotFound)
+}
+
+// secretBindings: a secret's endpoints are stored with it and kept by
+// ReplaceSecrets (key rotation re-seals a bound secret without unbinding
+// it), and BoundTo finds them.
+func secretBindings(t *testing.T, e env) {
+	at := e.clk.Now()
+	bound := []store.SecretBinding{{Endpoint: "https://10.0.0.5", By: "operator:alice", At: at},
+		{Endpoint: "https://10.0.0.6:8443", By: "first use by node-2", At: at}}
+	if err := e.s.PutSecret(e.ctx, store.Secret{Name: "n1", KeyID: "k1", Sealed: []byte("x"), Endpoints: bound}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.GetSecret(e.ctx, "n1")
+	if err != nil || len(got.Endpoints) != 2 || got.Endpoints[1] != bound[1] || !got.Endpoints[0].At.Equal(at) {
+		t.Fatalf("GetSecret: %+v, %v; want the endpoints %+v", got, err, bound)
+	}
+	if !got.BoundTo("https://10.0.0.6:8443") || got.BoundTo("https://10.0.0.7") || got.BoundTo("http://10.0.0.5") {
+		t.Errorf("BoundTo on %+v", got.Endpoints)
+	}
+	e.clk.Advance(1)
+	got.KeyID, got.Sealed = "k2", []byte("y")
+	if err := e.s.ReplaceSecrets(e.ctx, []store.Secret{*got}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.s.GetSecret(e.ctx, "n1"); got == nil || got.KeyID != "k2" || len(got.Endpoints) != 2 {
+		t.Errorf("after ReplaceSecrets: %+v, want key k2 and both endpoints", got)
+	}
+	list, _ := e.s.ListSecrets(e.ctx)
+	if len(list) != 1 || len(list[0].Endpoints) != 2 {
+		t.Errorf("ListSecrets: %+v, want the endpoints", list)
+	}
+	// Binding one more is a ReplaceSecrets of the record read: refused
+	// when the secret changed since (two first uses racing).
+	stale := list[0]
+	e.clk.Advance(1)
+	list[0].Endpoints = append(list[0].Endpoints, store.SecretBinding{Endpoint: "https://10.0.0.7", By: "operator:bob", At: at})
+	if err := e.s.ReplaceSecrets(e.ctx, list); err != nil {
+		t.Fatal(err)
+	}
+	stale.Endpoints = append(stale.Endpoints, store.SecretBinding{Endpoint: "https://evil", By: "first use by x", At: at})
+	wantIs(t, "a binding written over a newer one", e.s.ReplaceSecrets(e.ctx, []store.Secret{stale}), store.ErrStale)
+	if got, _ := e.s.GetSecret(e.ctx, "n1"); got == nil || len(got.Endpoints) != 3 || got.BoundTo("https://evil") {
+		t.Errorf("after a stale binding: %+v", got)
+	}
 }
 
 func telemetry(t *testing.T, e env) {

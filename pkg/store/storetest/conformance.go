@@ -13,7 +13,7 @@ import (
 )
 
 // Opener opens a fresh, empty store for one conformance case. It MUST honour
-// opts.History and opts.Now (the suite drives the clock) and SHOULD close
+// opts.History, opts.MaxEvents and opts.Now (the suite drives the clock) and SHOULD close
 // the store, and check it, when t ends (t.Cleanup). The suite may close the
 // store itself first.
 type Opener func(t *testing.T, opts store.Options) store.Store
@@ -36,8 +36,15 @@ func Run(t *testing.T, open Opener) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clk := &clock{t: start}
-			e := env{ctx: context.Background(), clk: clk,
-				s: open(t, store.Options{History: History, Now: clk.Now, BatchDelay: time.Millisecond})}
+			opts := func(edit func(*store.Options)) store.Options {
+				o := store.Options{History: History, Now: clk.Now, BatchDelay: time.Millisecond}
+				if edit != nil {
+					edit(&o)
+				}
+				return o
+			}
+			e := env{ctx: context.Background(), clk: clk, s: open(t, opts(nil))}
+			e.reopen = func(edit func(*store.Options)) store.Store { return open(t, opts(edit)) }
 			c.fn(t, e)
 		})
 	}
@@ -57,6 +64,9 @@ type env struct {
 	s   store.Store
 	clk *clock
 	ctx context.Context
+	// reopen opens another fresh store with the suite's options edited
+	// (a case that needs another limit).
+	reopen func(edit func(*store.Options)) store.Store
 }
 
 // clock is a settable Options.Now.

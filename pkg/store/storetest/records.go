@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,68 @@ var recordCases = []conformanceCase{
 	{"events/seq starts at 1 and increases per machine", eventSeq},
 	{"events/after and limit", eventWindow},
 	{"events/concurrent appends get distinct consecutive seqs", eventConcurrent},
+	{"events/capped per machine, oldest dropped and counted", eventCap},
+}
+
+// eventCap: with MaxEvents 4, every kind of write that adds events (an
+// append, a create and a change with events, concurrent appends) keeps
+// the newest 4 of the machine, dropping the oldest in the same write; seqs
+// go on, so the dropped ones are counted by the oldest kept; other
+// machines keep theirs, and Events' after and limit read what is kept.
+func eventCap(t *testing.T, e env) {
+	const max = 4
+	s := e.reopen(func(o *store.Options) { o.MaxEvents = max })
+	e.s = s
+	a := machine.Machine{Name: "gpu-01"}
+	evs := []machine.Event{{Kind: "enrolled"}, {Kind: "a"}, {Kind: "b"}, {Kind: "c"}, {Kind: "d"}, {Kind: "e"}}
+	if err := s.CreateMachine(e.ctx, &a, evs...); err != nil {
+		t.Fatal(err)
+	}
+	b := e.create(t, machine.Machine{Name: "gpu-02"})
+	e.event(t, b.ID, "x")
+	check := func(what string, want []uint64) {
+		t.Helper()
+		got, err := s.Events(e.ctx, a.ID, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, seqs(got)); diff != "" {
+			t.Errorf("%s: kept seqs (-want +got):\n%s", what, diff)
+		}
+		if len(got) > 0 && store.EventsDropped(got[0].Seq) != want[0]-1 {
+			t.Errorf("%s: EventsDropped(%d) = %d, want %d", what, got[0].Seq, store.EventsDropped(got[0].Seq), want[0]-1)
+		}
+	}
+	check("a create with 6 events", []uint64{3, 4, 5, 6})
+	e.event(t, a.ID, "f")
+	check("one more append", []uint64{4, 5, 6, 7})
+	_, err := s.ChangeMachine(e.ctx, a.ID, store.Change{Edit: func(m *machine.Machine) ([]machine.Event, error) {
+		m.Rack = "r1"
+		return []machine.Event{{Kind: "g"}, {Kind: "h"}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a change with 2 events", []uint64{6, 7, 8, 9})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if _, err := s.AppendEvent(e.ctx, machine.Event{Machine: a.ID, Kind: "flood"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	check("8 concurrent appends", []uint64{14, 15, 16, 17})
+	if got, _ := s.Events(e.ctx, a.ID, 2, 2); fmt.Sprint(seqs(got)) != "[14 15]" {
+		t.Errorf("Events(after 2, limit 2) = %v, want [14 15]: after a dropped seq, from the oldest kept", seqs(got))
+	}
+	if got, _ := s.Events(e.ctx, b.ID, 0, 0); fmt.Sprint(seqs(got)) != "[1]" {
+		t.Errorf("the other machine's events: %v, want [1]", seqs(got))
+	}
+	if store.EventsDropped(0) != 0 {
+		t.Error("EventsDropped(0) for a machine without events")
+	}
 }
 
 func inventoryHistory(t *testing.T, e env) {
