@@ -71,11 +71,13 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 		return nil, err
 	}
 	work := filepath.Join(o.Out, "."+s.Name+".work")
-	os.RemoveAll(work)
+	if err := removeWork(work); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer removeWork(work)
 	r := runner{epoch: s.Epoch(), log: o.Log}
 	in, err := s.lockedInputs(ctx, o)
 	if err != nil {

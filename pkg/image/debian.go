@@ -57,7 +57,9 @@ func (d debianRun) argv() []string {
 	if len(comps) == 0 {
 		comps = []string{"main"}
 	}
-	argv := []string{"mmdebstrap", "--mode=root", "--format=directory", "--skip=chroot/mount",
+	// Root mode mounts /proc, /sys and /dev into the root while it builds:
+	// DKMS and nvcc need them (removeWork detaches what a killed build left).
+	argv := []string{"mmdebstrap", "--mode=root", "--format=directory",
 		"--variant=" + orDefault(s.Base.Variant, "important"),
 		"--components=" + strings.Join(comps, ","),
 		"--include=" + strings.Join(pins, ","),

@@ -22,7 +22,7 @@ func LockImage(ctx context.Context, s *Spec, o Options) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	defer removeWork(work)
 	r := runner{epoch: s.Epoch(), log: o.Log}
 	var l *Lock
 	switch s.Base.Kind {
@@ -62,7 +62,7 @@ func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, er
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		deb, err := aptDownload(ctx, dir, pkg+":"+s.DebArch())
+		deb, err := p.hostDeb(ctx, dir, pkg+":"+s.DebArch())
 		if err != nil {
 			return nil, err
 		}
@@ -76,6 +76,24 @@ func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, er
 		}
 	}
 	return l, nil
+}
+
+// hostDeb returns the .deb the host's apt would download for pkg: the
+// pool's copy when it has that sha256 (apt-get download --print-uris says
+// which), else a download into dir.
+func (p *pool) hostDeb(ctx context.Context, dir, pkg string) (string, error) {
+	out, err := runner{}.output(ctx, dir, "apt-get", "download", "--print-uris", pkg)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if sha, ok := strings.CutPrefix(f, "SHA256:"); ok {
+			if _, err := p.st.Stat(sha); err == nil {
+				return p.st.Path(sha), nil
+			}
+		}
+	}
+	return aptDownload(ctx, dir, pkg)
 }
 
 // lockDeb stores a .deb in the pool and describes it from its control

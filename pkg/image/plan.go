@@ -225,4 +225,3 @@ func parseDeb822(b []byte, out map[string]string) {
 		}
 	}
 }
-
