@@ -141,7 +141,7 @@ func TestInstalledPackages(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Locked{
-		"fio=3.33-3:amd64":          {Name: "fio", Version: "3.33-3", Arch: "amd64"},
+		"fio=3.33-3:amd64":           {Name: "fio", Version: "3.33-3", Arch: "amd64"},
 		"tzdata=2025b-0+deb12u1:all": {Name: "tzdata", Version: "2025b-0+deb12u1", Arch: "all"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
