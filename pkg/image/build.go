@@ -14,7 +14,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ingot-dev/ingot/pkg/initramfs"
-	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Options are the build's environment, not part of the image definition.
@@ -59,6 +58,7 @@ type bootPieces struct {
 	root string // folder
 	sys  string // syslinux.cfg ("" for UEFI only)
 	kver string
+	stub string // the EFI stub, from the lock's systemd-boot-efi
 }
 
 // Build builds s into o.Out and returns the sha256s to pin.
@@ -152,7 +152,11 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, in *inputs, 
 	if err != nil {
 		return nil, fmt.Errorf("building the initramfs: %w", err)
 	}
-	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version}
+	stub, err := in.stub(ctx, s, o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version, stub: stub}
 	if err := writeIdentity(p.root, s, r.epoch); err != nil {
 		return nil, err
 	}
@@ -168,7 +172,7 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, in *inputs, 
 func (p *bootPieces) addBoot(ctx context.Context, r runner, s *Spec, kernel, initrd, cmdline string, osrel []byte, work string) error {
 	name := s.RemovableBootFile()
 	uki := filepath.Join(work, name)
-	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel, Arch: s.Arch}, uki); err != nil {
+	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel, Arch: s.Arch, Stub: p.stub}, uki); err != nil {
 		return fmt.Errorf("building the UKI: %w", err)
 	}
 	b, err := os.ReadFile(uki)
@@ -358,14 +362,6 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 			}
 			fmt.Fprintf(h, "program %s %s %x\n", prog, f, sha256.Sum256(b))
 		}
-	}
-	if s.Arch == "arm64" {
-		// Its UKI is assembled on the installed arm64 stub.
-		b, err := os.ReadFile(uki.EFIStubARM64)
-		if err != nil {
-			return "", fmt.Errorf("the arm64 EFI stub (apt-get install systemd-boot-efi:arm64): %w", err)
-		}
-		fmt.Fprintf(h, "stub %x\n", sha256.Sum256(b))
 	}
 	fmt.Fprintf(h, "module-cert %s\n", digestFile(o.ModuleCert)) // the modules are signed by it
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -306,12 +306,16 @@ func buildDebian(ctx context.Context, r runner, s *Spec, o Options, in *inputs, 
 	if err := checkRoot(ctx, r, s, in.lock, d.root); err != nil {
 		return nil, err
 	}
-	return debianBoot(ctx, r, s, ids, d.root, work)
+	stub, err := in.stub(ctx, s, o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	return debianBoot(ctx, r, s, ids, d.root, work, stub)
 }
 
 // debianBoot writes the image's identity into root and makes the boot
 // pieces from the kernel and initrd in its /boot.
-func debianBoot(ctx context.Context, r runner, s *Spec, ids IDs, root, work string) (*bootPieces, error) {
+func debianBoot(ctx context.Context, r runner, s *Spec, ids IDs, root, work, stub string) (*bootPieces, error) {
 	k, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
 	i, _ := filepath.Glob(filepath.Join(root, "boot", "initrd.img-*"))
 	if len(k) != 1 || len(i) != 1 {
@@ -325,7 +329,7 @@ func debianBoot(ctx context.Context, r runner, s *Spec, ids IDs, root, work stri
 		return nil, err
 	}
 	osrel, _ := os.ReadFile(filepath.Join(root, "etc", "os-release"))
-	p := &bootPieces{root: root, kver: strings.TrimPrefix(filepath.Base(k[0]), "vmlinuz-")}
+	p := &bootPieces{root: root, kver: strings.TrimPrefix(filepath.Base(k[0]), "vmlinuz-"), stub: stub}
 	return p, p.addBoot(ctx, r, s, k[0], i[0], debianCmdline(s, ids), osrel, work)
 }
 

@@ -238,6 +238,9 @@ func CheckLock(s *Spec, l *Lock) error {
 			}
 		}
 	}
+	if _, ok := l.Find(stubPackage, s.DebArch()); !ok {
+		errs = append(errs, fmt.Errorf("%s:%s (the EFI stub of the image's UKI) is not in %s", stubPackage, s.DebArch(), file))
+	}
 	for _, src := range s.Sources {
 		if src.Deb == "" {
 			continue

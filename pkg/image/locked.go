@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ingot-dev/ingot/pkg/initramfs"
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // inputs are a build's locked inputs: the image's lock, checked against
@@ -80,6 +81,27 @@ func (in *inputs) kernel(ctx context.Context, s *Spec, cache string) (*initramfs
 		return nil, err
 	}
 	return initramfs.FetchKernelFor(ctx, cache, deb, s.Arch)
+}
+
+// stubPackage is the package of systemd's EFI stub, which every image's
+// UKI is built on: locked like the image's own packages.
+const stubPackage = "systemd-boot-efi"
+
+// stub unpacks the lock's systemd-boot-efi and returns its EFI stub.
+func (in *inputs) stub(ctx context.Context, s *Spec, cache string) (string, error) {
+	e, ok := in.lock.Find(stubPackage, s.DebArch())
+	if !ok {
+		return "", fmt.Errorf("packages.lock has no %s:%s (the EFI stub of the image's UKI)", stubPackage, s.DebArch())
+	}
+	deb, err := in.pool.get(ctx, e)
+	if err != nil {
+		return "", err
+	}
+	root, err := initramfs.UnpackPackage(ctx, cache, deb)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, uki.StubFor(s.DebArch())), nil
 }
 
 // sourceFiles fetches each source of the build steps: a locked package's

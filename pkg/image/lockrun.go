@@ -31,11 +31,37 @@ func LockImage(ctx context.Context, s *Spec, o Options) (*Lock, error) {
 	default:
 		l, err = lockPieces(ctx, s, o, work)
 	}
+	if err == nil {
+		err = lockStub(ctx, s, o, l, mkdir(work, "stub"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("locking image %s: %w", s.Name, err)
 	}
 	l.Inputs = LockInputs(s)
 	return l, os.WriteFile(filepath.Join(s.Dir, LockFile), l.Format(s.Name), 0o644)
+}
+
+// lockStub adds the host's systemd-boot-efi of the image's architecture,
+// whose EFI stub the UKI is built on, unless the image installs it.
+func lockStub(ctx context.Context, s *Spec, o Options, l *Lock, dir string) error {
+	if _, ok := l.Find(stubPackage, s.DebArch()); ok {
+		return nil
+	}
+	p, err := newPool(o.Pool, s, nil, o.Log)
+	if err != nil {
+		return err
+	}
+	deb, err := p.hostDeb(ctx, dir, stubPackage+":"+s.DebArch())
+	if err != nil {
+		return err
+	}
+	e, err := lockDeb(ctx, p, deb)
+	if err != nil {
+		return err
+	}
+	e.Origin, e.Filename = "host", "-"
+	l.Packages = append(l.Packages, e)
+	return nil
 }
 
 // lockPieces locks the kernel package that linux-image-ARCH points at and
