@@ -86,7 +86,7 @@ type Config struct {
 	// and the log names the file (uki.ReadStub). serve's configuration
 	// defaults them to Debian 12's package (uki.DebianStubSHA256).
 	StubSHA256, StubARM64SHA256 string
-	Logger    *slog.Logger
+	Logger                      *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
