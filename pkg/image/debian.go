@@ -63,6 +63,9 @@ func (d debianRun) argv() []string {
 		"--variant=" + orDefault(s.Base.Variant, "important"),
 		"--components=" + strings.Join(comps, ","),
 		"--include=" + strings.Join(pins, ","),
+		// No fsync per file: the root is thrown away if the build fails
+		// (mmdebstrap removes the option from the root when it is done).
+		"--dpkgopt=force-unsafe-io",
 		`--setup-hook=mkdir -p "$1/etc/apt/preferences.d" "$1/etc/dkms/framework.conf.d"`,
 		"--setup-hook=upload " + filepath.Join(w, "pins") + " /etc/apt/preferences.d/ingot-pins",
 		"--setup-hook=upload " + filepath.Join(w, "dkms.conf") + " " + dkmsConf,
@@ -269,48 +272,55 @@ func dkmsMissing(status []byte, kver string) string {
 	return ""
 }
 
-// buildDebian builds the root with mmdebstrap (root required) from the
-// local repository of the locked .debs, checks it, and takes the kernel
-// and initrd from its /boot for the UKI and syslinux.
+// buildDebian builds and checks the root (debianRoot), then takes the
+// kernel and initrd from its /boot for the UKI and syslinux.
 func buildDebian(ctx context.Context, r runner, s *Spec, o Options, in *inputs, ids IDs, work string) (*bootPieces, error) {
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("a debian image needs root (mmdebstrap --mode=root)")
-	}
-	if (o.ModuleKey == "") != (o.ModuleCert == "") {
-		return nil, fmt.Errorf("module signing: give both the key and the certificate, or neither")
-	}
-	keys, err := s.checkRepositoryKeys(ctx, mkdir(work, "keys"))
+	root, err := debianRoot(ctx, r, s, o, in, ids, work)
 	if err != nil {
-		return nil, err
-	}
-	final, err := s.finalSources(in.mirrors, keys)
-	if err != nil {
-		return nil, err
-	}
-	srcs, err := in.sourceFiles(ctx, s)
-	if err != nil {
-		return nil, err
-	}
-	repo, err := localRepo(ctx, r, in.pool, in.lock, filepath.Join(work, "repo"), s.Base.Release)
-	if err != nil {
-		return nil, err
-	}
-	d := debianRun{s: s, work: work, root: filepath.Join(work, "root"), sources: []string{repo},
-		final: final, keys: keys, srcFiles: srcs, signKey: o.ModuleKey, signCert: o.ModuleCert}
-	if err := d.prepare(ids); err != nil {
-		return nil, err
-	}
-	if err := r.run(ctx, nil, d.argv()...); err != nil {
-		return nil, explainUnlocked(err)
-	}
-	if err := checkRoot(ctx, r, s, in.lock, d.root); err != nil {
 		return nil, err
 	}
 	stub, err := in.stub(ctx, s, o.Cache)
 	if err != nil {
 		return nil, err
 	}
-	return debianBoot(ctx, r, s, ids, d.root, work, stub)
+	return debianBoot(ctx, r, s, ids, root, work, stub)
+}
+
+// debianRoot builds work/root with mmdebstrap (root required) from the
+// local repository of the locked .debs, runs the build steps, and checks
+// the result against the lock.
+func debianRoot(ctx context.Context, r runner, s *Spec, o Options, in *inputs, ids IDs, work string) (string, error) {
+	if os.Geteuid() != 0 {
+		return "", fmt.Errorf("a debian image needs root (mmdebstrap --mode=root)")
+	}
+	if (o.ModuleKey == "") != (o.ModuleCert == "") {
+		return "", fmt.Errorf("module signing: give both the key and the certificate, or neither")
+	}
+	keys, err := s.checkRepositoryKeys(ctx, mkdir(work, "keys"))
+	if err != nil {
+		return "", err
+	}
+	final, err := s.finalSources(in.mirrors, keys)
+	if err != nil {
+		return "", err
+	}
+	srcs, err := in.sourceFiles(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	repo, err := localRepo(ctx, r, in.pool, in.lock, filepath.Join(work, "repo"), s.Base.Release)
+	if err != nil {
+		return "", err
+	}
+	d := debianRun{s: s, work: work, root: filepath.Join(work, "root"), sources: []string{repo},
+		final: final, keys: keys, srcFiles: srcs, signKey: o.ModuleKey, signCert: o.ModuleCert}
+	if err := d.prepare(ids); err != nil {
+		return "", err
+	}
+	if err := r.run(ctx, nil, d.argv()...); err != nil {
+		return "", explainUnlocked(err)
+	}
+	return d.root, checkRoot(ctx, r, s, in.lock, d.root)
 }
 
 // debianBoot writes the image's identity into root and makes the boot
