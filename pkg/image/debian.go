@@ -201,6 +201,13 @@ func checkRoot(ctx context.Context, r runner, s *Spec, l *Lock, root string) err
 	if err != nil {
 		return fmt.Errorf("reading the root's dpkg status: %w", err)
 	}
+	for _, st := range s.BuildSteps {
+		for _, p := range st.Installs {
+			if fi, err := os.Stat(filepath.Join(root, p)); err != nil || !fi.Mode().IsRegular() {
+				return fmt.Errorf("build step %s did not install %s", st.Name, p)
+			}
+		}
+	}
 	locked := map[string]bool{}
 	for _, p := range l.Packages {
 		locked[p.Key()] = true

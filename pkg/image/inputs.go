@@ -51,6 +51,10 @@ type Step struct {
 	Name   string `yaml:"name"`
 	Script string `yaml:"script"`
 	Run    string `yaml:"run"`
+	// Installs are the files the step must leave in the root (absolute
+	// paths): the build fails without them, and recipe lint reads them to
+	// know which tools the image has.
+	Installs []string `yaml:"installs"`
 }
 
 var fprRE = regexp.MustCompile(`^[0-9A-F]{40}$`)
@@ -141,6 +145,11 @@ func (s *Spec) validateInputs(bad func(field, format string, a ...any)) {
 		}
 		if st.Script != "" && !insideImages(st.Script) {
 			bad(field+".script", "%q: expected a file in the image folder", st.Script)
+		}
+		for j, p := range st.Installs {
+			if !strings.HasPrefix(p, "/") || filepath.Clean(p) != p {
+				bad(fmt.Sprintf("%s.installs[%d]", field, j), "%q: expected a clean absolute path", p)
+			}
 		}
 	}
 }

@@ -178,7 +178,7 @@ func LoadLock(s *Spec) (*Lock, error) {
 	file := filepath.Join(s.Dir, LockFile)
 	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("image %s has no %s: every .deb of an image is locked; run `ingot image lock %s`", s.Name, file, s.Dir)
+		return nil, fmt.Errorf("image %s has no %s: every .deb of an image is locked; run `ingot image lock %s`: %w", s.Name, file, s.Dir, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the lock: %w", err)

@@ -2,6 +2,7 @@ package image
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,9 @@ func TestCheckLock(t *testing.T) {
 }
 
 // TestShippedLocks: every shipped image has a lock that parses and fits
-// its spec (a build would start).
+// its spec (a build would start), except an image whose repositories this
+// project cannot reach (debian-12-nvidia-cuda: NVIDIA's), which a site
+// locks once it configured them.
 func TestShippedLocks(t *testing.T) {
 	dirs, _ := filepath.Glob(filepath.Join(repoRoot(t), "images", "*", FileName))
 	for _, f := range dirs {
@@ -111,6 +114,10 @@ func TestShippedLocks(t *testing.T) {
 			t.Fatal(err)
 		}
 		l, err := LoadLock(s)
+		if err != nil && len(s.Repositories) > 0 && errors.Is(err, os.ErrNotExist) {
+			t.Logf("%s: not locked: its repositories are the site's to configure", s.Name)
+			continue
+		}
 		if err != nil {
 			t.Errorf("%v", err)
 			continue

@@ -104,6 +104,18 @@ func checkDefs() []checkDef {
 		burnIn("nvbandwidth", UnitBytesPerSecond, true,
 			"nvbandwidth measures at least min for args.testcase (default: device-to-device memcpy)",
 			argRule{name: "testcase", pattern: `^[a-z0-9_]+$`, expect: "an nvbandwidth testcase name such as device_to_device_memcpy_read_ce"}),
+		// Debian-only burn-in (images/debian-12-nvidia): NVIDIA's CUDA
+		// samples built in the image from Debian's nvidia-cuda-samples 11.8,
+		// and clpeak on NVIDIA's OpenCL ICD.
+		burnIn("cuda-bandwidth", UnitBytesPerSecond, true,
+			"bandwidthTest (CUDA sample) on every GPU, pinned memory: host-to-device, device-to-host and device-to-device bandwidth each at least min, or only args.direction's",
+			argRule{name: "direction", enum: []string{"htod", "dtoh", "dtod"}, expect: "htod, dtoh or dtod"}),
+		burnIn("cuda-p2p", UnitBytesPerSecond, true,
+			"p2pBandwidthLatencyTest (CUDA sample): the unidirectional P2P bandwidth of every pair of GPUs at least min (the slowest pair named)"),
+		burnIn("gemm-burn", UnitFlops, true,
+			"matrixMulCUBLAS (CUDA sample) on every GPU for the burn-in duration: an SGEMM through cuBLAS whose result it compares with the CPU's; every run must print PASS, and with min, reach at least min on every GPU"),
+		burnIn("clpeak", UnitFlops, true,
+			"clpeak on every OpenCL GPU device (NVIDIA's ICD): single-precision compute at least min"),
 		burnIn("stress-ng", UnitNone, false,
 			"stress-ng loads CPUs and memory for the burn-in duration without errors"),
 		burnIn("fio", UnitBytesPerSecond, true,

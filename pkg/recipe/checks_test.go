@@ -43,6 +43,7 @@ func TestCheckRegistry(t *testing.T) {
 		"nic-link": UnitBitsPerSecond, "disk-present": UnitCount, "disk-health": UnitNone,
 		"dcgm-diag": UnitNone, "gpu-burn": UnitFlops, "nccl-allreduce": UnitBytesPerSecond, "nvbandwidth": UnitBytesPerSecond,
 		"stress-ng": UnitNone, "fio": UnitBytesPerSecond, "iperf3": UnitBitsPerSecond, "ib-write-bw": UnitBitsPerSecond,
+		"cuda-bandwidth": UnitBytesPerSecond, "cuda-p2p": UnitBytesPerSecond, "gemm-burn": UnitFlops, "clpeak": UnitFlops,
 	}
 	for name, u := range want {
 		if s, ok := LookupCheck(name); !ok || s.Unit != u {
