@@ -71,7 +71,7 @@ func TestGPUReady(t *testing.T) {
 		"bus bandwidth under threshold": {
 			os: func(o *hgxOS) { o.tools["all_reduce_perf"] = "testdata/hgx-h100/nccl-low.txt" },
 			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: bus bandwidth 312.5GB/s at >= 1 GiB, " +
-				"want at least 350GB/s"}},
+				"want at least 460GB/s"}},
 		"a FAULTY gpu-burn line": {
 			os:     func(o *hgxOS) { o.tools["gpu_burn"] = "testdata/hgx-h100/gpuburn-faulty.txt" },
 			reason: []string{"verify: burn-in failed: gpu-burn: gpu-burn: GPU 3 FAULTY (4096 errors)"}},
@@ -338,9 +338,9 @@ func gpuReadyHealthy(t *testing.T, l *hgxLab, n *hgxNode, j *store.Job) {
 	n.mu.Lock()
 	calls := slices.Clone(n.calls)
 	n.mu.Unlock()
-	for _, want := range []string{"gpu_burn 7200", "all_reduce_perf -b 1G -e 8589934592 -f 2 -g 8"} {
+	for _, want := range []string{"gpu_burn 7200", "all_reduce_perf -b 1G -e 17179869184 -f 2 -g 8", "nvbandwidth -t device_to_device_memcpy_read_ce", "dcgmi diag -r 2 -j"} {
 		if !slices.Contains(calls, want) {
-			t.Errorf("the burn-in did not run %q (the recipe's 2h, 8GiB, 8 GPUs); ran %q", want, calls)
+			t.Errorf("the burn-in did not run %q (the recipe's 2h, 16GiB, 8 GPUs, dcgm level 2); ran %q", want, calls)
 		}
 	}
 
