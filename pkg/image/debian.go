@@ -72,8 +72,12 @@ func (d debianRun) argv() []string {
 	}
 	if d.lock {
 		// Keep every .deb apt fetched and the package lists: the lock is
-		// read from them.
-		argv = append(argv, "--skip=essential/unlink", "--skip=download/empty", "--skip=cleanup/apt")
+		// read from them. DKMS builds nothing here (a stand-in, diverted
+		// into place before any package script runs): what it would build
+		// changes no package, and the lock's root is thrown away.
+		argv = append(argv, "--skip=essential/unlink", "--skip=download/empty", "--skip=cleanup/apt",
+			`--essential-hook=chroot "$1" dpkg-divert --quiet --local --rename --divert /usr/sbin/dkms.ingot-lock --add /usr/sbin/dkms`,
+			`--essential-hook=printf '#!/bin/sh\nexit 0\n' > "$1/usr/sbin/dkms" && chmod 0755 "$1/usr/sbin/dkms"`)
 	} else {
 		argv = append(argv, d.customize()...)
 	}

@@ -14,9 +14,10 @@ import (
 // LockImage resolves every .deb that goes into s from the apt sources in
 // force (the build host's mirrors, the spec's repositories), stores each
 // in the pool (o.Pool) and writes s.Dir/packages.lock. A debian image is
-// resolved by a real mmdebstrap run (package scripts, DKMS included), so
-// the lock holds exactly what a build installs; a pieces image locks its
-// kernel package and its deb: files' packages through the host's apt.
+// resolved by a real mmdebstrap run (package scripts included; DKMS
+// compiles nothing there), so the lock holds exactly what a build
+// installs; a pieces image locks its kernel package and its deb: files'
+// packages through the host's apt.
 func LockImage(ctx context.Context, s *Spec, o Options) (*Lock, error) {
 	work, err := os.MkdirTemp(orDefault(o.Out, os.TempDir()), "."+s.Name+".lock-")
 	if err != nil {
