@@ -114,7 +114,10 @@ func (d debianRun) customize() []string {
 	for i, st := range s.BuildSteps {
 		in := fmt.Sprintf("%s/ingot-step-%d", stepDirRoot, i)
 		h = append(h, "--customize-hook=upload "+filepath.Join(w, fmt.Sprintf("step-%d", i))+" "+in,
-			fmt.Sprintf(`--customize-hook=chroot "$1" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C TZ=UTC SOURCE_DATE_EPOCH=%d INGOT_STEP=%s /bin/sh -eu %s`, s.Epoch(), st.Name, in),
+			// A PID namespace of its own: tools that name files after their
+			// PID (nvcc's tmpxft_PID_..., which ends up in the binary) see
+			// the same PIDs in every build of the same step.
+			fmt.Sprintf(`--customize-hook=unshare --pid --fork chroot "$1" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C TZ=UTC SOURCE_DATE_EPOCH=%d INGOT_STEP=%s /bin/sh -eu %s`, s.Epoch(), st.Name, in),
 			`--customize-hook=rm -f "$1`+in+`"`)
 	}
 	for _, src := range s.Sources {
