@@ -43,6 +43,7 @@ func runImageBuild(ctx context.Context, e *env, args []string) error {
 	moduleCert := fs.String("module-cert", "", "the certificate of --module-key (PEM or DER), enrolled in the machines' firmware (db or MOK)")
 	plan := fs.Bool("plan", false, "print the commands and pins without running them")
 	verbose := fs.Bool("v", false, "print each command as it runs")
+	keep := fs.Bool("keep-work", false, "leave the work folder (OUT/.NAME.work: root, repository, partitions) to compare builds")
 	format := fs.String("o", "table", "output format: table or json")
 	imp := fs.Bool("import", false, "also add NAME.raw.zst to the content store (--data)")
 	data := fs.String("data", defaultDataDir, "content store folder for --import")
@@ -60,7 +61,7 @@ func runImageBuild(ctx context.Context, e *env, args []string) error {
 	if *out == "" {
 		*out = filepath.Join(*cache, "images", spec.Name+"-"+spec.Version)
 	}
-	opts := image.Options{Out: *out, Cache: *cache, Pool: *pool, ModuleKey: *moduleKey, ModuleCert: *moduleCert}
+	opts := image.Options{Out: *out, Cache: *cache, Pool: *pool, ModuleKey: *moduleKey, ModuleCert: *moduleCert, KeepWork: *keep}
 	if *plan {
 		p, err := image.MakePlan(spec, opts)
 		if err != nil {

@@ -36,6 +36,10 @@ type Options struct {
 	SourcesDir string
 	// Log receives the commands run; nil is silent.
 	Log io.Writer
+	// KeepWork leaves the work folder (OUT/.NAME.work: the root, the local
+	// repository, the partition images) after the build, to compare two
+	// builds file by file.
+	KeepWork bool
 }
 
 // Result is what a build produced; it is also written to NAME.json.
@@ -77,7 +81,9 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	defer removeWork(work)
+	if !o.KeepWork {
+		defer removeWork(work)
+	}
 	r := runner{epoch: s.Epoch(), log: o.Log}
 	in, err := s.lockedInputs(ctx, o)
 	if err != nil {

@@ -216,3 +216,16 @@ func FuzzReadStanzas(f *testing.F) {
 		})
 	})
 }
+
+func TestMountsUnder(t *testing.T) {
+	info := "22 1 0:21 / /proc rw - proc proc rw\n" +
+		"90 60 0:5 / /build/.img.work/root/proc rw - proc proc rw\n" +
+		"91 60 0:6 /null /build/.img.work/root/dev/null rw - devtmpfs udev rw\n" +
+		"92 60 0:7 / /build/.img.work/root/with\\040space rw - tmpfs tmpfs rw\n" +
+		"93 60 0:8 / /build/.img.work-other/root/proc rw - proc proc rw\n"
+	got := mountsUnder(info, "/build/.img.work")
+	want := []string{"/build/.img.work/root/proc", "/build/.img.work/root/dev/null", "/build/.img.work/root/with space"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("mountsUnder (-want +got):\n%s", d)
+	}
+}

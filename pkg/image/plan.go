@@ -82,7 +82,7 @@ func MakePlan(s *Spec, o Options) (*Plan, error) {
 		}
 		p.Mirrors = usedMirrors(s, mirrors)
 		p.Commands = append(p.Commands,
-			Command{Note: "check " + filepath.Join(filepath.Base(s.Dir), LockFile) + " against the spec; take every locked .deb from the pool " + o.Pool + " (fetched when absent, refused unless its sha256 is the lock's)"},
+			Command{Note: "check " + filepath.Join(filepath.Base(s.Dir), LockFile) + " against the spec; take every locked .deb from the pool " + orDefault(o.Pool, "(--pool)") + " (fetched when absent, refused unless its sha256 is the lock's)"},
 			Command{Note: "local repository " + filepath.Join(work, "repo") + " of exactly the locked .debs: apt-ftparchive packages, release (Suite/Codename " + s.Base.Release + ")"},
 			Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin), " + filepath.Join(work, "fstab") + " (root and ESP by PARTUUID), the image's files, first-boot units and build steps, the DKMS signing configuration"},
 			Command{Argv: d.argv()},
