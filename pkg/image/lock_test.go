@@ -74,7 +74,8 @@ func TestCheckLock(t *testing.T) {
 	s.Dir = "images/t"
 	fio := Locked{Name: "fio", Version: "3.33-3", Arch: "amd64", SHA256: sumA, Size: 1, Origin: "debian:bookworm", Filename: "pool/f.deb"}
 	iperf := Locked{Name: "iperf3", Version: "3.12-1+deb12u1", Arch: "amd64", SHA256: sumB, Size: 1, Origin: "debian:bookworm-security", Filename: "pool/i.deb"}
-	ok := &Lock{Inputs: LockInputs(s), Packages: []Locked{fio, iperf}}
+	stub := Locked{Name: "systemd-boot-efi", Version: "252.39-1~deb12u2", Arch: "amd64", SHA256: sumA, Size: 1, Origin: "host", Filename: "-"}
+	ok := &Lock{Inputs: LockInputs(s), Packages: []Locked{fio, iperf, stub}}
 	if err := CheckLock(s, ok); err != nil {
 		t.Fatalf("CheckLock(matching lock) = %v", err)
 	}
@@ -85,9 +86,10 @@ func TestCheckLock(t *testing.T) {
 		l    *Lock
 		want string
 	}{
-		{"package not locked", &Lock{Inputs: ok.Inputs, Packages: []Locked{fio}}, "package iperf3=3.12-1+deb12u1 is not in images/t/packages.lock"},
-		{"other version", &Lock{Inputs: ok.Inputs, Packages: []Locked{fio, old}}, "package iperf3 is pinned to 3.12-1+deb12u1 but images/t/packages.lock locks 3.12-1"},
-		{"other inputs", &Lock{Inputs: "sha256:" + sumA, Packages: []Locked{fio, iperf}}, "was written for other inputs"},
+		{"package not locked", &Lock{Inputs: ok.Inputs, Packages: []Locked{fio, stub}}, "package iperf3=3.12-1+deb12u1 is not in images/t/packages.lock"},
+		{"other version", &Lock{Inputs: ok.Inputs, Packages: []Locked{fio, old, stub}}, "package iperf3 is pinned to 3.12-1+deb12u1 but images/t/packages.lock locks 3.12-1"},
+		{"no EFI stub", &Lock{Inputs: ok.Inputs, Packages: []Locked{fio, iperf}}, "systemd-boot-efi:amd64 (the EFI stub of the image's UKI) is not in images/t/packages.lock"},
+		{"other inputs", &Lock{Inputs: "sha256:" + sumA, Packages: []Locked{fio, iperf, stub}}, "was written for other inputs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckLock(s, tc.l)
