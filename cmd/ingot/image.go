@@ -47,14 +47,7 @@ func runImageBuild(ctx context.Context, e *env, args []string) error {
 	format := fs.String("o", "table", "output format: table or json")
 	imp := fs.Bool("import", false, "also add NAME.raw.zst to the content store (--data)")
 	data := fs.String("data", defaultDataDir, "content store folder for --import")
-	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	spec, err := image.Load(fs.Arg(0))
+	spec, err := parseImageArgs(e, fs, args)
 	if err != nil {
 		return err
 	}
@@ -106,18 +99,11 @@ func runImageLock(ctx context.Context, e *env, args []string) error {
 	fs := e.flagSet("image lock", "image lock images/NAME [--pool DIR]\n\n"+
 		"Resolves every .deb that goes into the image from the apt sources in force (the host's mirrors, the\n"+
 		"image's repositories), keeps each in the pool and writes images/NAME/packages.lock, which every build\n"+
-		"checks. A debian image is resolved by a real mmdebstrap run (root; minutes, DKMS included).")
+		"checks. A debian image is resolved by a real mmdebstrap run (root; minutes; DKMS compiles nothing in it).")
 	cache := fs.String("cache", initramfs.CacheDir(e.getenv), "cache for unpacked kernel packages")
 	pool := fs.String("pool", defaultDataDir, "content store that keeps the locked .debs")
 	verbose := fs.Bool("v", false, "print each command as it runs")
-	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return errUsage
-	}
-	spec, err := image.Load(fs.Arg(0))
+	spec, err := parseImageArgs(e, fs, args)
 	if err != nil {
 		return err
 	}
@@ -135,6 +121,18 @@ func runImageLock(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: %d packages (%d MB), kept in %s\n", filepath.Join(spec.Dir, image.LockFile), len(l.Packages), size>>20, *pool)
 	return nil
+}
+
+// parseImageArgs parses the flags and loads the one image folder named.
+func parseImageArgs(e *env, fs *flag.FlagSet, args []string) (*image.Spec, error) {
+	if err := e.parse(fs, flagsFirst(fs, args)); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return nil, errUsage
+	}
+	return image.Load(fs.Arg(0))
 }
 
 func sortedStrings(m map[string]string) []string {
