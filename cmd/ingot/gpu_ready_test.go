@@ -62,6 +62,16 @@ func TestGPUReady(t *testing.T) {
 		"a driver pin mismatch at first boot": {
 			os:     func(o *hgxOS) { o.software.Drivers["nvidia"] = "535.288.01" },
 			reason: []string{"verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found 535.288.01"}},
+		// What images/debian-12-nvidia*/ingot-firstboot reports on a node
+		// whose driver does not load (TestFirstBootReporterNoGPU): the job
+		// ends failed at first boot with the reason, not at a deadline.
+		"no GPU for the driver at first boot": {
+			os: func(o *hgxOS) {
+				o.software.Drivers["nvidia"] = "not loaded (no NVIDIA GPU: no PCI display or 3D controller of vendor 10de; " +
+					"modprobe nvidia: modprobe: ERROR: could not insert 'nvidia_current': No such device)"
+			},
+			reason: []string{"verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found not loaded (no NVIDIA GPU",
+				"could not insert 'nvidia_current': No such device"}},
 		"BIOS firmware not at the pin": {
 			// The machine runs BIOS 1.7.1: its BMC (System and
 			// FirmwareInventory) and its SMBIOS, read in-band, say so.
