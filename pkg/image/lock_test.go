@@ -231,3 +231,18 @@ func TestMountsUnder(t *testing.T) {
 		t.Errorf("mountsUnder (-want +got):\n%s", d)
 	}
 }
+
+func TestOriginOf(t *testing.T) {
+	mirrors := map[string]string{"bookworm": "http://deb.debian.org/debian", "bookworm-updates": "http://deb.debian.org/debian",
+		"bookworm-security": "http://deb.debian.org/debian-security/"}
+	for _, tc := range []struct{ url, origin, file string }{
+		{"http://deb.debian.org/debian/pool/main/b/busybox/busybox-static_1.35.0-4%2bdeb12u1%2bb1_amd64.deb", "debian:bookworm", "pool/main/b/busybox/busybox-static_1.35.0-4+deb12u1+b1_amd64.deb"},
+		{"http://deb.debian.org/debian-security/pool/updates/main/l/linux-signed-amd64/linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb", "debian:bookworm-security", "pool/updates/main/l/linux-signed-amd64/linux-image-6.1.0-57-amd64_6.1.192-3_amd64.deb"},
+		{"http://other.invalid/debian/pool/main/f/fio/fio_3.33-3_amd64.deb", "host", "-"},
+		{"http://deb.debian.org/debian/../etc/x.deb", "host", "-"},
+	} {
+		if o, f := originOf(tc.url, mirrors); o != tc.origin || f != tc.file {
+			t.Errorf("originOf(%s) = %s %s, want %s %s", tc.url, o, f, tc.origin, tc.file)
+		}
+	}
+}

@@ -31,9 +31,9 @@ func (s *Spec) lockedInputs(ctx context.Context, o Options) (*inputs, error) {
 	if err := CheckLock(s, l); err != nil {
 		return nil, err
 	}
-	in := &inputs{lock: l}
-	if s.Base.Kind == "debian" {
-		if in.mirrors, err = HostMirrors(orDefault(o.SourcesDir, "/etc/apt")); err != nil {
+	in := &inputs{lock: l, mirrors: hostMirrorsOrNone(o)}
+	if s.Base.Kind == "debian" && in.mirrors == nil {
+		if _, err := HostMirrors(orDefault(o.SourcesDir, "/etc/apt")); err != nil {
 			return nil, err
 		}
 	}

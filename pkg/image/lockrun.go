@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,11 +49,11 @@ func lockStub(ctx context.Context, s *Spec, o Options, l *Lock, dir string) erro
 	if _, ok := l.Find(stubPackage, s.DebArch()); ok {
 		return nil
 	}
-	p, err := newPool(o.Pool, s, nil, o.Log)
+	p, err := newPool(o.Pool, s, hostMirrorsOrNone(o), o.Log)
 	if err != nil {
 		return err
 	}
-	deb, err := p.hostDeb(ctx, dir, stubPackage+":"+s.DebArch())
+	deb, origin, filename, err := p.hostDeb(ctx, dir, stubPackage+":"+s.DebArch())
 	if err != nil {
 		return err
 	}
@@ -60,7 +61,7 @@ func lockStub(ctx context.Context, s *Spec, o Options, l *Lock, dir string) erro
 	if err != nil {
 		return err
 	}
-	e.Origin, e.Filename = "host", "-"
+	e.Origin, e.Filename = origin, filename
 	l.Packages = append(l.Packages, e)
 	return nil
 }
@@ -68,7 +69,7 @@ func lockStub(ctx context.Context, s *Spec, o Options, l *Lock, dir string) erro
 // lockPieces locks the kernel package that linux-image-ARCH points at and
 // each deb: file's package, as the host's apt has them now.
 func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, error) {
-	p, err := newPool(o.Pool, s, nil, o.Log)
+	p, err := newPool(o.Pool, s, hostMirrorsOrNone(o), o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, er
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		deb, err := p.hostDeb(ctx, dir, pkg+":"+s.DebArch())
+		deb, origin, filename, err := p.hostDeb(ctx, dir, pkg+":"+s.DebArch())
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +98,7 @@ func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, er
 		if err != nil {
 			return nil, err
 		}
-		e.Origin, e.Filename = "host", "-"
+		e.Origin, e.Filename = origin, filename
 		if _, dup := l.Find(e.Name, e.Arch); !dup {
 			l.Packages = append(l.Packages, e)
 		}
@@ -105,22 +106,45 @@ func lockPieces(ctx context.Context, s *Spec, o Options, work string) (*Lock, er
 	return l, nil
 }
 
-// hostDeb returns the .deb the host's apt would download for pkg: the
-// pool's copy when it has that sha256 (apt-get download --print-uris says
-// which), else a download into dir.
-func (p *pool) hostDeb(ctx context.Context, dir, pkg string) (string, error) {
+// hostDeb returns the .deb the host's apt would download for pkg (the
+// pool's copy when it has that sha256, else a download into dir) and the
+// entry's origin and filename: debian:SUITE and the path below that suite's
+// mirror when the host's apt fetches it from a mirror of its sources (so a
+// build can fetch it from the mirror or the spec's snapshot), else host.
+func (p *pool) hostDeb(ctx context.Context, dir, pkg string) (deb, origin, filename string, err error) {
 	out, err := runner{}.output(ctx, dir, "apt-get", "download", "--print-uris", pkg)
 	if err != nil {
-		return "", err
+		return "", "", "", err
 	}
-	for _, f := range strings.Fields(string(out)) {
-		if sha, ok := strings.CutPrefix(f, "SHA256:"); ok {
+	origin, filename = "host", "-"
+	f := strings.Fields(string(out))
+	if len(f) >= 4 {
+		origin, filename = originOf(strings.Trim(f[0], "'"), p.mirrors)
+	}
+	for _, w := range f {
+		if sha, ok := strings.CutPrefix(w, "SHA256:"); ok {
 			if _, err := p.st.Stat(sha); err == nil {
-				return p.st.Path(sha), nil
+				return p.st.Path(sha), origin, filename, nil
 			}
 		}
 	}
-	return aptDownload(ctx, dir, pkg)
+	deb, err = aptDownload(ctx, dir, pkg)
+	return deb, origin, filename, err
+}
+
+// originOf maps a .deb's URL to the first suite (in sorted order) whose
+// mirror it lies under, and its path below the mirror; host and "-" when
+// none does.
+func originOf(u string, mirrors map[string]string) (string, string) {
+	for _, su := range sortedKeys(mirrors) {
+		base := strings.TrimSuffix(mirrors[su], "/") + "/"
+		if rest, ok := strings.CutPrefix(u, base); ok && strings.HasSuffix(rest, ".deb") && !strings.Contains(rest, "..") {
+			if path, err := url.PathUnescape(rest); err == nil {
+				return "debian:" + su, path
+			}
+		}
+	}
+	return "host", "-"
 }
 
 // lockDeb stores a .deb in the pool and describes it from its control
@@ -277,6 +301,14 @@ func explainAptError(s *Spec, err error) error {
 		}
 	}
 	return err
+}
+
+// hostMirrorsOrNone is HostMirrors, or none when the host's apt sources
+// name no deb line (a pieces image's packages then come from the host's
+// apt alone).
+func hostMirrorsOrNone(o Options) map[string]string {
+	m, _ := HostMirrors(orDefault(o.SourcesDir, "/etc/apt"))
+	return m
 }
 
 func mkdir(parent, name string) string {

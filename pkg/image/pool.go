@@ -64,7 +64,9 @@ func (p *pool) get(ctx context.Context, e Locked) (string, error) {
 	if e.Origin == "host" {
 		return path, p.fromHostApt(ctx, e)
 	}
+	var tried []string
 	for _, u := range p.urls(e) {
+		tried = append(tried, u)
 		err := p.fromURL(ctx, "package "+e.Key(), e.SHA256, u)
 		if err == nil {
 			return path, nil
@@ -76,8 +78,20 @@ func (p *pool) get(ctx context.Context, e Locked) (string, error) {
 			fmt.Fprintf(p.log, "# %s: %v\n", e.Key(), err)
 		}
 	}
-	return "", fmt.Errorf("package %s (sha256 %s): %w: looked in %s and %v; a mirror drops superseded versions: restore the pool, name a base.snapshots URL, or lock again", e.Key(), e.SHA256, errPoolMiss, p.st.Dir(), p.urls(e))
+	if strings.HasPrefix(e.Origin, "debian:") {
+		// The host's apt may still have it where the lock run's mirror
+		// dropped it (another mirror, a local repository).
+		err := p.fromHostApt(ctx, e)
+		if err == nil || !errors.Is(err, errAptMissing) {
+			return path, err
+		}
+		tried = append(tried, "the host's apt")
+	}
+	return "", fmt.Errorf("package %s (sha256 %s): %w: looked in %s and %v; a mirror drops superseded versions: restore the pool, name a base.snapshots URL, or lock again", e.Key(), e.SHA256, errPoolMiss, p.st.Dir(), tried)
 }
+
+// errAptMissing says the host's apt cannot download a package version.
+var errAptMissing = errors.New("the host's apt has no such version")
 
 // urls lists where e may be fetched, best first.
 func (p *pool) urls(e Locked) []string {
@@ -152,7 +166,7 @@ func (p *pool) fromHostApt(ctx context.Context, e Locked) error {
 	defer os.RemoveAll(tmp)
 	deb, err := aptDownload(ctx, tmp, e.Name+":"+e.Arch+"="+e.Version)
 	if err != nil {
-		return fmt.Errorf("package %s (sha256 %s) is not in the pool %s: %w", e.Key(), e.SHA256, p.st.Dir(), err)
+		return fmt.Errorf("package %s (sha256 %s) is not in the pool %s: %w (%w)", e.Key(), e.SHA256, p.st.Dir(), errAptMissing, err)
 	}
 	f, err := os.Open(deb)
 	if err != nil {
