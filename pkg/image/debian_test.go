@@ -1,7 +1,6 @@
 package image
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +45,8 @@ func TestModuleSigningArgv(t *testing.T) {
 }
 
 // TestCheckRootRefuses: a root with a package outside the lock, a DKMS
-// key, or a build step's missing output is refused, naming it.
+// key, a build step's missing output, or a DKMS module not built for its
+// kernel is refused, naming it.
 func TestCheckRootRefuses(t *testing.T) {
 	s, err := Parse("image.yaml", []byte(strings.Replace(goodYAML, "kind: pieces", "kind: debian, release: bookworm", 1)+
 		"packages: {fio: 3.33-3}\nbuild_steps: [{name: tools, run: 'true', installs: [/usr/local/bin/tool]}]\n"))
@@ -72,10 +72,24 @@ func TestCheckRootRefuses(t *testing.T) {
 		"dkms key":         {root(fio, "/usr/local/bin/tool", "/var/lib/dkms/mok.key"), "a private key is in the image"},
 		"step output":      {root(fio), "build step tools did not install /usr/local/bin/tool"},
 		"signing key left": {root(fio, "/usr/local/bin/tool", "/run/ingot-module-signing/signing.key"), "a private key is in the image"},
+		"dkms built":       {dkmsRoot(t, root(fio, "/usr/local/bin/tool", "/usr/sbin/dkms", "/lib/modules/6.1.0-57-amd64/modules.dep"), "nvidia-current/535.309.01, 6.1.0-57-amd64, x86_64: installed\n"), ""},
+		"dkms not built":   {dkmsRoot(t, root(fio, "/usr/local/bin/tool", "/usr/sbin/dkms", "/lib/modules/6.1.0-57-amd64/modules.dep"), "nvidia-current/535.309.01: added\n"), "DKMS did not build for kernel 6.1.0-57-amd64: nvidia-current/535.309.01 is not installed"},
+		"dkms no status":   {root(fio, "/usr/local/bin/tool", "/usr/sbin/dkms"), "DKMS is installed but its status was not recorded"},
 	} {
-		err := checkRoot(context.Background(), runner{}, s, l, tc.root)
+		err := checkRoot(s, l, tc.root)
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: checkRoot = %v, want %q", name, err, tc.want)
 		}
 	}
+}
+
+// dkmsRoot moves root to work/root and writes what dkms status said
+// beside it, as a build leaves them; it returns the new root.
+func dkmsRoot(t *testing.T, root, status string) string {
+	work := t.TempDir()
+	if err := os.Rename(root, filepath.Join(work, "root")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(work, "dkms-status"), []byte(status), 0o644)
+	return filepath.Join(work, "root")
 }
