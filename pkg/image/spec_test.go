@@ -2,9 +2,9 @@ package image
 
 import (
 	"os"
-	"slices"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
