@@ -155,9 +155,15 @@ func (l *linter) imageProvides(r *Recipe) {
 	if err != nil {
 		return // os.image.name reports a missing image
 	}
-	report := l.bad
+	bad, warn := l.bad, l.warn
+	if p := l.at("os.image.name"); p.file != l.file && l.has("extends") {
+		// The image is inherited: say so where this file names its base.
+		bad = func(_, format string, args ...any) { l.bad("extends", "inherited "+format, args...) }
+		warn = func(_, format string, args ...any) { l.warn("extends", "inherited "+format, args...) }
+	}
+	report := bad
 	if r.IsTemplate() {
-		report = l.warn
+		report = warn
 	}
 	var repos []string
 	for _, rp := range c.Repositories {
