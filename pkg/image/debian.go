@@ -96,7 +96,10 @@ func (d debianRun) customize() []string {
 			"--setup-hook=upload "+d.signCert+" "+signDir+"/signing.crt")
 	}
 	for i, f := range s.Files {
-		h = append(h, fmt.Sprintf("--customize-hook=upload %s %s", filepath.Join(w, fmt.Sprintf("file-%d", i)), f.Path))
+		// upload writes the content, not the mode: set it (0755 scripts).
+		perm, _ := f.Perm()
+		h = append(h, fmt.Sprintf("--customize-hook=upload %s %s", filepath.Join(w, fmt.Sprintf("file-%d", i)), f.Path),
+			fmt.Sprintf(`--customize-hook=chmod %04o "$1%s"`, perm, f.Path))
 	}
 	for _, u := range s.FirstBoot {
 		h = append(h, "--customize-hook=upload "+filepath.Join(w, u.Name)+" /etc/systemd/system/"+u.Name,

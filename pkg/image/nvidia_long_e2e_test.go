@@ -42,8 +42,18 @@ func TestE2ENvidiaImage(t *testing.T) {
 	}
 	cache := initramfs.CacheDir(os.Getenv)
 	start := time.Now()
-	res, err := BuildCached(ctx, s, Options{Cache: cache, Pool: filepath.Join(cache, "pool")})
-	if err != nil {
+	var res *Result
+	if raw := os.Getenv("INGOT_E2E_NVIDIA_RAW"); raw != "" {
+		// A build made by `ingot image build` (its NAME.json beside it):
+		// boot it without building again.
+		b, err := os.ReadFile(strings.TrimSuffix(raw, ".raw") + ".json")
+		if err == nil {
+			err = json.Unmarshal(b, &res)
+		}
+		if err != nil {
+			t.Fatalf("INGOT_E2E_NVIDIA_RAW=%s: %v", raw, err)
+		}
+	} else if res, err = BuildCached(ctx, s, Options{Cache: cache, Pool: filepath.Join(cache, "pool")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("debian-12-nvidia: %s (raw %d bytes, raw.zst %d bytes, sha256 %s), build or cache %s",

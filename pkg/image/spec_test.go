@@ -195,6 +195,8 @@ func TestPlanDebianNvidia(t *testing.T) {
 		`--customize-hook=unshare --pid --fork chroot "$1" env -i`,
 		`--customize-hook=rm -rf "$1/usr/local/src/cuda-samples"`,
 		"--customize-hook=upload /out/.debian-12-nvidia.work/sources.list /etc/apt/sources.list",
+		// upload does not carry the mode: the reporter must be executable.
+		`--customize-hook=chmod 0755 "$1/usr/local/sbin/ingot-firstboot"`,
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("mmdebstrap command lacks %q:\n%s", want, joined)
