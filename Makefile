@@ -55,8 +55,8 @@ test-integration: build ## namespace tier: real sockets and real clients in netw
 test-e2e: build ## QEMU tier: real VMs network-boot (root; TCG)
 	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m ./...
 
-test-e2e-long: deps build build-arm64 ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP; an arm64 VM (AAVMF, TCG) HTTP-boots its agent UKI (root)
-	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent INGOT_AGENT_BIN_ARM64=$(CURDIR)/bin/ingot-agent-arm64 $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy|E2ELabARM64' -timeout 60m -v ./pkg/lab/
+test-e2e-long: deps build build-arm64 ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP; an arm64 VM (AAVMF, TCG) HTTP-boots its agent UKI; debian-12-nvidia built from its lock (DKMS, CUDA samples; cached after the first build) boots and fails first boot without a GPU (root)
+	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent INGOT_AGENT_BIN_ARM64=$(CURDIR)/bin/ingot-agent-arm64 $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy|E2ELabARM64|E2ENvidiaImage' -timeout 180m -v ./pkg/lab/ ./pkg/image/
 
 fuzz-short: ## every fuzz target for FUZZTIME (default 5s)
 	@.ci/fuzz $(FUZZTIME)

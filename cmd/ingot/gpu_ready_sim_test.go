@@ -59,7 +59,7 @@ func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"agent-vmlinuz", "agent-initrd", "debian-12-nvidia.raw.zst"} {
+	for _, name := range []string{"agent-vmlinuz", "agent-initrd", "debian-12-nvidia-cuda.raw.zst"} {
 		ref, err := arts.Put(context.Background(), strings.NewReader("test artifact "+name))
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +69,10 @@ func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 		}
 	}
 	for _, name := range []string{"base-gpu", "gpu-train-h100x8"} {
-		out, errOut, err := runIngot(t, "recipe", "pin", "--store", storeDir, "--images", filepath.Join("..", "..", "images"),
+		// The stand-in images of a site that configured and locked NVIDIA's
+		// repositories: this project cannot reach them to lock the real
+		// debian-12-nvidia-cuda, whose lint says so.
+		out, errOut, err := runIngot(t, "recipe", "pin", "--store", storeDir, "--images", filepath.Join("..", "..", "testdata", "recipes", "images"),
 			filepath.Join(dir, name+".yaml"))
 		if err != nil {
 			t.Fatalf("ingot recipe pin %s: %v\n%s%s", name, err, out, errOut)
@@ -112,7 +115,7 @@ type hgxOS struct {
 	noSecret bool              // the report lacks the first-boot secret
 }
 
-// defaultHGXOS is the installed debian-12-nvidia of a healthy node: the
+// defaultHGXOS is the installed debian-12-nvidia-cuda of a healthy node: the
 // drivers the merged recipe pins (base-gpu's nvidia and cuda-driver,
 // gpu-train-h100x8's fabric manager and OFED) and burn-in tools that pass.
 func defaultHGXOS() hgxOS {
@@ -123,7 +126,8 @@ func defaultHGXOS() hgxOS {
 		tools: map[string]string{
 			"gpu_burn":        "testdata/hgx-h100/gpuburn-pass.txt",
 			"all_reduce_perf": "testdata/hgx-h100/nccl-pass.txt",
-			"dcgmi":           "../../pkg/burnin/testdata/dcgm/pass_v4.json",
+			"nvbandwidth":     "testdata/hgx-h100/nvbandwidth-pass.txt",
+			"dcgmi":           "testdata/hgx-h100/dcgm-pass.json",
 			"nvidia-smi":      "../../pkg/burnin/testdata/samples/pass.txt",
 			"dmesg":           "../../pkg/burnin/testdata/xid/pass.txt",
 		},

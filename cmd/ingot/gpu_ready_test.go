@@ -59,6 +59,16 @@ func TestGPUReady(t *testing.T) {
 		"a driver pin mismatch at first boot": {
 			os:     func(o *hgxOS) { o.software.Drivers["nvidia"] = "535.288.01" },
 			reason: []string{"verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found 535.288.01"}},
+		// What images/debian-12-nvidia*/ingot-firstboot reports on a node
+		// whose driver does not load (TestFirstBootReporterNoGPU): the job
+		// ends failed at first boot with the reason, not at a deadline.
+		"no GPU for the driver at first boot": {
+			os: func(o *hgxOS) {
+				o.software.Drivers["nvidia"] = "not loaded (no NVIDIA GPU: no PCI display or 3D controller of vendor 10de; " +
+					"modprobe nvidia: modprobe: ERROR: could not insert 'nvidia_current': No such device)"
+			},
+			reason: []string{"verify: driver versions differ from the recipe's pins: nvidia: want 535.309.01, found not loaded (no NVIDIA GPU",
+				"could not insert 'nvidia_current': No such device"}},
 		"BIOS firmware not at the pin": {
 			// The machine runs BIOS 1.7.1: its BMC (System and
 			// FirmwareInventory) and its SMBIOS, read in-band, say so.
@@ -67,8 +77,8 @@ func TestGPUReady(t *testing.T) {
 				"firmware BIOS: BIOS firmware not at the pinned version (policy block) (expected 1.7.2, found 1.7.1)"}},
 		"bus bandwidth under threshold": {
 			os: func(o *hgxOS) { o.tools["all_reduce_perf"] = "testdata/hgx-h100/nccl-low.txt" },
-			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: 8GiB at 312.5GB/s, " +
-				"want at least 350GB/s"}},
+			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: 16GiB at 313.2GB/s, " +
+				"want at least 460GB/s"}},
 		"a FAULTY gpu-burn line": {
 			os:     func(o *hgxOS) { o.tools["gpu_burn"] = "testdata/hgx-h100/gpuburn-faulty.txt" },
 			reason: []string{"verify: burn-in failed: gpu-burn: gpu-burn: GPU 3: FAULTY, 4096 errors"}},
@@ -111,7 +121,7 @@ func TestGPUReady(t *testing.T) {
 		"waiver: nic-link waived, nccl-allreduce fails too": {
 			node: hgxSlowWorkloadNICs, waive: []string{"nic-link"},
 			os:     func(o *hgxOS) { o.tools["all_reduce_perf"] = "testdata/hgx-h100/nccl-low.txt" },
-			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: 8GiB at 312.5GB/s"},
+			reason: []string{"verify: burn-in failed: nccl-allreduce: all_reduce_perf: 16GiB at 313.2GB/s"},
 			check:  gpuReadyWaiverScope},
 		"waiver: pcie-link waived on a Gen4 x8 GPU": {
 			node: func(s *hgxSpec) { s.gpus[2].gen, s.gpus[2].width = 4, 8 }, waive: []string{"pcie-link"},
@@ -295,8 +305,8 @@ func gpuReadyHealthy(t *testing.T, l *hgxLab, n *hgxNode, j *store.Job) {
 	if burn.Value < 51e12 || !strings.HasPrefix(burn.Detail, "gpu-burn: 8 GPUs, slowest") || burn.Metrics["max_gpu_temp_c"] != 71 || burn.Metrics["gpus_sampled"] != 8 {
 		t.Errorf("gpu-burn kept %g flop/s, %q, metrics %v; want >= 51 Tflop/s for each of 8 GPUs, 8 sampled, hottest 71 C", burn.Value, burn.Detail, burn.Metrics)
 	}
-	if nccl.Value != 461.32e9 {
-		t.Errorf("nccl-allreduce kept %g B/s, want the bus bandwidth at 8 GiB, 461.32 GB/s", nccl.Value)
+	if nccl.Value != 462e9 {
+		t.Errorf("nccl-allreduce kept %g B/s, want the bus bandwidth at 16 GiB, 462 GB/s (in-place)", nccl.Value)
 	}
 	m, _ := l.st.GetMachine(context.Background(), n.id)
 	host := fmt.Sprintf("h100-r07-%02d", m.Index) // the recipe's network.hostname
@@ -329,9 +339,9 @@ func gpuReadyHealthy(t *testing.T, l *hgxLab, n *hgxNode, j *store.Job) {
 	n.mu.Lock()
 	calls := slices.Clone(n.calls)
 	n.mu.Unlock()
-	for _, want := range []string{"gpu_burn 7200", "all_reduce_perf -b 1G -e 8589934592 -f 2 -g 8"} {
+	for _, want := range []string{"gpu_burn 7200", "all_reduce_perf -b 1G -e 17179869184 -f 2 -g 8", "nvbandwidth -t device_to_device_memcpy_read_ce", "dcgmi diag -r 2 -j"} {
 		if !slices.Contains(calls, want) {
-			t.Errorf("the burn-in did not run %q (the recipe's 2h, 8GiB, 8 GPUs); ran %q", want, calls)
+			t.Errorf("the burn-in did not run %q (the recipe's 2h, 16GiB, 8 GPUs, dcgm level 2); ran %q", want, calls)
 		}
 	}
 

@@ -96,3 +96,12 @@ func TestFlagsFirst(t *testing.T) {
 		}
 	}
 }
+
+func TestImageLockUsage(t *testing.T) {
+	if _, _, err := imageCLI(t, "image", "lock"); err != errUsage {
+		t.Errorf("image lock without a folder = %v, want the usage", err)
+	}
+	if _, _, err := imageCLI(t, "image", "lock", filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "reading image definition") {
+		t.Errorf("image lock of a missing folder = %v", err)
+	}
+}

@@ -29,7 +29,7 @@ func pinFixture(t *testing.T) (dir, store string, sums map[string]string) {
 		t.Fatal(err)
 	}
 	sums = map[string]string{}
-	for _, name := range []string{"debian-12-nvidia.raw.zst", "agent-vmlinuz", "agent-initrd"} {
+	for _, name := range []string{"debian-12-nvidia-cuda.raw.zst", "agent-vmlinuz", "agent-initrd"} {
 		ref, err := st.Put(context.Background(), bytes.NewReader([]byte("content of "+name)))
 		if err != nil {
 			t.Fatal(err)
@@ -63,7 +63,7 @@ func TestRecipePin(t *testing.T) {
 	out, _, err := runIngot(t, "recipe", "pin", "--store", store, "--images", images, train)
 	wantExit(t, err, 1) // the inherited agent pins are still placeholders
 	for _, want := range []string{
-		train + ":68: pinned os.image.sha256 = " + sums["debian-12-nvidia.raw.zst"] + " (debian-12-nvidia.raw.zst in " + store + ")",
+		train + ":71: pinned os.image.sha256 = " + sums["debian-12-nvidia-cuda.raw.zst"] + " (debian-12-nvidia-cuda.raw.zst in " + store + ")",
 		train + ": os.agent.kernel.sha256 is the placeholder it inherits: pin " + filepath.Join(dir, "base-gpu.yaml"),
 		"error: extends: os.agent.kernel.sha256 inherited from base-gpu",
 	} {
@@ -72,7 +72,7 @@ func TestRecipePin(t *testing.T) {
 		}
 	}
 	after, _ := os.ReadFile(train)
-	if want := strings.Replace(untemplated, zero, sums["debian-12-nvidia.raw.zst"], 1); string(after) != want {
+	if want := strings.Replace(untemplated, zero, sums["debian-12-nvidia-cuda.raw.zst"], 1); string(after) != want {
 		t.Errorf("pin changed more than the image pin:\n%s", after)
 	}
 	if st, _ := os.Stat(train); st.Mode().Perm() != 0o640 {
@@ -111,7 +111,7 @@ func TestRecipePinErrors(t *testing.T) {
 	}
 	_, _, err := runIngot(t, "recipe", "pin", "--store", empty, infer)
 	if err == nil || !strings.Contains(err.Error(), "nothing written") ||
-		!strings.Contains(err.Error(), "os.image.sha256: debian-12-nvidia.raw.zst or debian-12-nvidia not in the content store "+empty) {
+		!strings.Contains(err.Error(), "os.image.sha256: debian-12-nvidia-cuda.raw.zst or debian-12-nvidia-cuda not in the content store "+empty) {
 		t.Errorf("empty store: %v", err)
 	}
 	if after, _ := os.ReadFile(infer); !bytes.Equal(before, after) {
@@ -151,7 +151,7 @@ func TestRecipePinOversize(t *testing.T) {
 	train := filepath.Join(dir, "gpu-train-h100x8.yaml")
 	out, _, err := runIngotNoHang(t, fifo, "recipe", "pin", "--store", store, "--images", images, train)
 	wantExit(t, err, 0)
-	for _, want := range []string{"pinned os.image.sha256 = " + sums["debian-12-nvidia.raw.zst"],
+	for _, want := range []string{"pinned os.image.sha256 = " + sums["debian-12-nvidia-cuda.raw.zst"],
 		"os.agent.kernel.sha256 is the placeholder it inherits: pin " + filepath.Join(dir, "base-gpu.yaml")} {
 		if !strings.Contains(out, want) {
 			t.Errorf("pin output lacks %q:\n%s", want, out)

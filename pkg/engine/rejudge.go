@@ -22,9 +22,10 @@ func rejudgeAgent(r *recipe.Recipe, inv machine.Inventory, found bool, reported 
 		return reported
 	}
 	out := append([]CheckResult(nil), reported...)
+	next := checksInOrder(r, recipe.StageAgent)
 	for i := range out {
 		res := &out[i]
-		c, ok := recipeCheck(r, res.Name, recipe.StageAgent)
+		c, ok := next(res.Name)
 		fn, known := checks.Lookup(res.Name)
 		if !ok || !known || res.Skipped {
 			continue
@@ -51,9 +52,10 @@ func rejudgeBurnIn(r *recipe.Recipe, inv burnin.Inventory, reported []CheckResul
 		limits = *r.Acceptance.BurnIn
 	}
 	out := append([]CheckResult(nil), reported...)
+	next := checksInOrder(r, recipe.StageBurnIn)
 	for i := range out {
 		res := &out[i]
-		c, ok := recipeCheck(r, res.Name, recipe.StageBurnIn)
+		c, ok := next(res.Name)
 		if !ok {
 			continue
 		}
@@ -78,14 +80,28 @@ func rejudgeBurnIn(r *recipe.Recipe, inv burnin.Inventory, reported []CheckResul
 	return out
 }
 
-// recipeCheck is the recipe's check of that name at stage.
-func recipeCheck(r *recipe.Recipe, name string, stage recipe.Stage) (recipe.Check, bool) {
+// checksInOrder returns a function that hands out the recipe's checks of
+// stage by name, in the recipe's order: the node runs and reports them in
+// that order, so the k-th result named N is the k-th check named N (a
+// recipe may hold one check several times with other args, as nvbandwidth
+// once per testcase). A name asked for once more than the recipe holds
+// gets false.
+func checksInOrder(r *recipe.Recipe, stage recipe.Stage) func(name string) (recipe.Check, bool) {
+	byName := map[string][]recipe.Check{}
 	for _, c := range r.Acceptance.Checks {
-		if c.Name == name && stageOf(c.Name) == stage {
-			return c, true
+		if stageOf(c.Name) == stage {
+			byName[c.Name] = append(byName[c.Name], c)
 		}
 	}
-	return recipe.Check{}, false
+	seen := map[string]int{}
+	return func(name string) (recipe.Check, bool) {
+		cs, k := byName[name], seen[name]
+		if k >= len(cs) {
+			return recipe.Check{}, false
+		}
+		seen[name]++
+		return cs[k], true
+	}
 }
 
 func orColon(s string) string {

@@ -14,7 +14,6 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ingot-dev/ingot/pkg/initramfs"
-	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Options are the build's environment, not part of the image definition.
@@ -23,13 +22,24 @@ type Options struct {
 	Out string
 	// Cache holds the kernel package (see initramfs.CacheDir).
 	Cache string
-	// KernelDeb is "auto", a linux-image .deb or an unpacked folder (pieces).
-	KernelDeb string
+	// Pool is the content store (pkg/artifact) that keeps the locked
+	// .debs, tarballs and pinned files, so a build after the mirror
+	// dropped a version still finds them.
+	Pool string
+	// ModuleKey and ModuleCert are the site's module signing key (PEM) and
+	// certificate (PEM or DER): DKMS signs the modules it builds with them
+	// during the build; they never enter the image. Empty: the modules stay
+	// unsigned and the image needs Secure Boot off.
+	ModuleKey, ModuleCert string
 	// SourcesDir is the apt configuration the mirrors come from
 	// (default /etc/apt).
 	SourcesDir string
 	// Log receives the commands run; nil is silent.
 	Log io.Writer
+	// KeepWork leaves the work folder (OUT/.NAME.work: the root, the local
+	// repository, the partition images) after the build, to compare two
+	// builds file by file.
+	KeepWork bool
 }
 
 // Result is what a build produced; it is also written to NAME.json.
@@ -52,6 +62,7 @@ type bootPieces struct {
 	root string // folder
 	sys  string // syslinux.cfg ("" for UEFI only)
 	kver string
+	stub string // the EFI stub, from the lock's systemd-boot-efi
 }
 
 // Build builds s into o.Out and returns the sha256s to pin.
@@ -64,22 +75,27 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 		return nil, err
 	}
 	work := filepath.Join(o.Out, "."+s.Name+".work")
-	os.RemoveAll(work)
+	if err := removeWork(work); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(work)
+	if !o.KeepWork {
+		defer removeWork(work)
+	}
 	r := runner{epoch: s.Epoch(), log: o.Log}
-	if err := s.fetchDebs(ctx, o.Cache); err != nil {
+	in, err := s.lockedInputs(ctx, o)
+	if err != nil {
 		return nil, fmt.Errorf("building image %s: %w", s.Name, err)
 	}
 	ids := DeriveIDs(s.Name, s.Version)
 	var p *bootPieces
 	switch s.Base.Kind {
 	case "pieces":
-		p, err = buildPieces(ctx, r, s, o, ids, work)
+		p, err = buildPieces(ctx, r, s, o, in, ids, work)
 	case "debian":
-		p, err = buildDebian(ctx, r, s, o, ids, work)
+		p, err = buildDebian(ctx, r, s, o, in, ids, work)
 	default:
 		err = fmt.Errorf("base.kind %q: expected debian or pieces", s.Base.Kind)
 	}
@@ -115,8 +131,8 @@ func Build(ctx context.Context, s *Spec, o Options) (*Result, error) {
 // kernel and an initramfs holding the image's files (busybox and an init
 // script) plus the boot modules; the root partition holds its identity and
 // the root programs with their libraries.
-func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, work string) (*bootPieces, error) {
-	k, err := initramfs.FetchKernelFor(ctx, o.Cache, orDefault(o.KernelDeb, "auto"), s.Arch)
+func buildPieces(ctx context.Context, r runner, s *Spec, o Options, in *inputs, ids IDs, work string) (*bootPieces, error) {
+	k, err := in.kernel(ctx, s, o.Cache)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +158,11 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, wor
 	if err != nil {
 		return nil, fmt.Errorf("building the initramfs: %w", err)
 	}
-	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version}
+	stub, err := in.stub(ctx, s, o.Cache)
+	if err != nil {
+		return nil, err
+	}
+	p := &bootPieces{root: filepath.Join(work, "root"), kver: k.Version, stub: stub}
 	if err := writeIdentity(p.root, s, r.epoch); err != nil {
 		return nil, err
 	}
@@ -158,7 +178,7 @@ func buildPieces(ctx context.Context, r runner, s *Spec, o Options, ids IDs, wor
 func (p *bootPieces) addBoot(ctx context.Context, r runner, s *Spec, kernel, initrd, cmdline string, osrel []byte, work string) error {
 	name := s.RemovableBootFile()
 	uki := filepath.Join(work, name)
-	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel, Arch: s.Arch}, uki); err != nil {
+	if err := r.makeUKI(ctx, UKI{Kernel: kernel, Initrd: initrd, Cmdline: cmdline, OSRelease: osrel, Arch: s.Arch, Stub: p.stub}, uki); err != nil {
 		return fmt.Errorf("building the UKI: %w", err)
 	}
 	b, err := os.ReadFile(uki)
@@ -300,26 +320,41 @@ func BuildCached(ctx context.Context, s *Spec, o Options) (*Result, error) {
 
 // builderVersion changes whenever the builder's output for the same inputs
 // changes, so BuildCached never serves an image an older builder made.
-const builderVersion = "3" // 3: sized 32 MiB zstd frames
+const builderVersion = "4" // 3: sized 32 MiB zstd frames; 4: locked inputs
 
-// InputsKey digests everything a build reads: the definition, its files
-// (host files included) and, for pieces images, the kernel package.
+// InputsKey digests everything a build reads: the definition, its lock
+// (every .deb, the kernel package included), its files (host files
+// included) and root programs. It reads no network.
 func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 	h := sha256.New()
 	def, err := os.ReadFile(filepath.Join(s.Dir, FileName))
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "ingot-image-%s\n%x\n", builderVersion, sha256.Sum256(def))
-	if err := s.fetchDebs(ctx, o.Cache); err != nil {
-		return "", err
+	lock, err := os.ReadFile(filepath.Join(s.Dir, LockFile))
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w (every image is locked: ingot image lock %s)", s.Name, err, s.Dir)
 	}
+	fmt.Fprintf(h, "ingot-image-%s\n%x\n%x\n", builderVersion, sha256.Sum256(def), sha256.Sum256(lock))
 	for _, f := range s.Files {
+		if _, _, ok := f.debSource(); ok || f.SHA256 != "" {
+			fmt.Fprintf(h, "%s %s %s\n", f.Path, f.Source, f.SHA256) // the lock or the pin names the bytes
+			continue
+		}
 		b, err := f.Read(s.Dir)
 		if err != nil {
 			return "", err
 		}
 		fmt.Fprintf(h, "%s %x\n", f.Path, sha256.Sum256(b))
+	}
+	for _, st := range s.BuildSteps {
+		if st.Script != "" {
+			b, err := os.ReadFile(filepath.Join(s.Dir, st.Script))
+			if err != nil {
+				return "", err
+			}
+			fmt.Fprintf(h, "step %s %x\n", st.Name, sha256.Sum256(b))
+		}
 	}
 	for _, prog := range s.RootPrograms {
 		files, err := ProgramFiles(prog)
@@ -334,38 +369,6 @@ func InputsKey(ctx context.Context, s *Spec, o Options) (string, error) {
 			fmt.Fprintf(h, "program %s %s %x\n", prog, f, sha256.Sum256(b))
 		}
 	}
-	if s.Base.Kind == "pieces" {
-		k, err := initramfs.FetchKernelFor(ctx, o.Cache, orDefault(o.KernelDeb, "auto"), s.Arch)
-		if err != nil {
-			return "", err
-		}
-		fmt.Fprintf(h, "kernel %s %s\n", k.DebSHA256, k.Version)
-		if s.Arch == "arm64" {
-			// Its UKI is assembled on the installed arm64 stub.
-			b, err := os.ReadFile(uki.EFIStubARM64)
-			if err != nil {
-				return "", fmt.Errorf("the arm64 EFI stub (apt-get install systemd-boot-efi:arm64): %w", err)
-			}
-			fmt.Fprintf(h, "stub %x\n", sha256.Sum256(b))
-		}
-	}
+	fmt.Fprintf(h, "module-cert %s\n", digestFile(o.ModuleCert)) // the modules are signed by it
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// fetchDebs downloads and unpacks the packages that deb: sources name, of
-// the image's architecture, into cache (initramfs.FetchPackage), and
-// points those files at what was unpacked.
-func (s *Spec) fetchDebs(ctx context.Context, cache string) error {
-	for i, f := range s.Files {
-		pkg, path, ok := f.debSource()
-		if !ok {
-			continue
-		}
-		root, err := initramfs.FetchPackage(ctx, cache, pkg+":"+s.DebArch())
-		if err != nil {
-			return fmt.Errorf("file %s: %w", f.Path, err)
-		}
-		s.Files[i].fetched = filepath.Join(root, path)
-	}
-	return nil
 }

@@ -70,9 +70,26 @@ func (r runner) run(ctx context.Context, stdin []byte, argv ...string) error {
 		fmt.Fprintf(r.log, "+ %s\n", strings.Join(argv, " "))
 	}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, bytes.TrimSpace(out.Bytes()))
+		return fmt.Errorf("%s: %w: %s", truncate(strings.Join(argv, " "), 300), err, lastBytes(out.Bytes(), 4000))
 	}
 	return nil
+}
+
+// output runs argv in dir with the runner's environment and returns its
+// standard output.
+func (r runner) output(ctx context.Context, dir string, argv ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = r.env(), dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if r.log != nil {
+		fmt.Fprintf(r.log, "+ %s\n", strings.Join(argv, " "))
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", truncate(strings.Join(argv, " "), 300), err, lastBytes(stderr.Bytes(), 4000))
+	}
+	return out, nil
 }
 
 // ESPFile is one file of the EFI system partition.

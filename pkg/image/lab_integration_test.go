@@ -16,11 +16,15 @@ import (
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
 )
 
-// TestIntegrationLabImageReproducible builds the lab image twice into two
-// folders and checks both give the same bytes, then inspects the disk with
-// the real tools: sfdisk for the GPT, mtools for the ESP, zstd for the
-// compressed form. It downloads the kernel package once (apt-get download)
-// into the cache (INGOT_CACHE, default /var/cache/ingot).
+// TestIntegrationLabImageReproducible builds the lab image from its lock
+// twice into two folders and checks both give the same bytes, then
+// inspects the disk with the real tools: sfdisk for the GPT, mtools for the
+// ESP, zstd for the compressed form. The locked .debs (kernel,
+// busybox-static, systemd-boot-efi) come from the pool in the cache
+// (INGOT_CACHE/pool, default /var/cache/ingot), fetched once from the
+// mirror of the host's apt sources. Then the lock refuses: a .deb whose
+// bytes are not the lock's (the lock names other bytes, the mirror has the
+// real ones), and a deb: file whose package is not in the lock.
 func TestIntegrationLabImageReproducible(t *testing.T) {
 	netnstest.Need(t, "apt-get", "dpkg", "mkfs.vfat", "mcopy", "mkfs.ext4", "debugfs", "sfdisk", "objcopy", "syslinux", "zstd")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -30,10 +34,11 @@ func TestIntegrationLabImageReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := initramfs.CacheDir(os.Getenv)
+	pool := filepath.Join(cache, "pool")
 	var res [2]*Result
 	for i := range res {
 		start := time.Now()
-		if res[i], err = Build(ctx, s, Options{Out: t.TempDir(), Cache: cache}); err != nil {
+		if res[i], err = Build(ctx, s, Options{Out: t.TempDir(), Cache: cache, Pool: pool}); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("build %d: %s, raw %s (%d bytes), raw.zst %s (%d bytes)", i+1, time.Since(start).Round(time.Millisecond), res[i].RawSHA256, res[i].RawSize, res[i].ZstSHA256, res[i].ZstSize)
@@ -95,4 +100,52 @@ func TestIntegrationLabImageReproducible(t *testing.T) {
 	if err != nil || !strings.Contains(string(idj), `"name":"lab"`) {
 		t.Errorf("root /etc/ingot/image.json = %q, %v", idj, err)
 	}
+
+	t.Run("changed deb", func(t *testing.T) {
+		dir := copyImage(t, s.Dir)
+		lock, _ := os.ReadFile(filepath.Join(dir, LockFile))
+		l, err := ParseLock("lock", lock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bb, _ := l.Find("busybox-static", "amd64")
+		forged := strings.Repeat("0", 63) + "1" // bytes no pool has: fetched again and compared
+		os.WriteFile(filepath.Join(dir, LockFile), []byte(strings.Replace(string(lock), bb.SHA256, forged, 1)), 0o644)
+		c, _ := Load(dir)
+		_, err = Build(ctx, c, Options{Out: t.TempDir(), Cache: cache, Pool: pool})
+		if err == nil || !strings.Contains(err.Error(), "package busybox-static="+bb.Version+":amd64 from http://") || !strings.Contains(err.Error(), "is refused by its pin") ||
+			!strings.Contains(err.Error(), "expected "+forged) {
+			t.Errorf("build with a .deb whose bytes are not the lock's = %v", err)
+		}
+	})
+	t.Run("unlocked package", func(t *testing.T) {
+		dir := copyImage(t, s.Dir)
+		def, _ := os.ReadFile(filepath.Join(dir, FileName))
+		def = []byte(strings.Replace(string(def), "files:\n", "files:\n  - path: /bin/hello\n    source: deb:hello:/usr/bin/hello\n", 1))
+		os.WriteFile(filepath.Join(dir, FileName), def, 0o644)
+		c, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Build(ctx, c, Options{Out: t.TempDir(), Cache: cache, Pool: pool})
+		if err == nil || !strings.Contains(err.Error(), "file /bin/hello: package hello is not in "+filepath.Join(dir, LockFile)) {
+			t.Errorf("build with a package the lock lacks = %v", err)
+		}
+	})
+}
+
+// copyImage copies an image folder's files (not its subfolders) into a
+// temporary folder.
+func copyImage(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(dir))
+	os.MkdirAll(out, 0o755)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			os.WriteFile(filepath.Join(out, e.Name()), b, 0o755)
+		}
+	}
+	return out
 }

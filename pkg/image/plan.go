@@ -3,7 +3,6 @@ package image
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,12 +61,32 @@ func MakePlan(s *Spec, o Options) (*Plan, error) {
 			return nil, err
 		}
 		root := filepath.Join(work, "root")
-		argv, pins, err := mmdebstrapArgv(s, mirrors, root, filepath.Join(work, "pins"))
+		keys := map[string]string{}
+		for _, r := range s.Repositories {
+			keys[r.Name] = filepath.Join(work, "keys", r.Name+".gpg")
+		}
+		final, err := s.finalSources(mirrors, keys)
 		if err != nil {
 			return nil, err
 		}
-		p.Mirrors, p.Pins = usedMirrors(s, mirrors), pins
-		p.Commands = append(p.Commands, Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin), " + filepath.Join(work, "fstab") + " (root and ESP by PARTUUID), the image's files and first-boot units"}, Command{Argv: argv})
+		d := debianRun{s: s, work: work, root: root, final: final, keys: keys, srcFiles: map[string]string{},
+			sources: []string{"deb [trusted=yes] copy://" + filepath.Join(work, "repo") + " ./"}}
+		for _, src := range s.Sources {
+			d.srcFiles[src.Name] = filepath.Join(work, "src", src.Name)
+		}
+		if o.ModuleKey != "" {
+			d.signKey, d.signCert = o.ModuleKey, o.ModuleCert
+		}
+		for _, n := range sortedKeys(s.Packages) {
+			p.Pins = append(p.Pins, n+"="+s.Packages[n])
+		}
+		p.Mirrors = usedMirrors(s, mirrors)
+		p.Commands = append(p.Commands,
+			Command{Note: "check " + filepath.Join(filepath.Base(s.Dir), LockFile) + " against the spec; take every locked .deb from the pool " + orDefault(o.Pool, "(--pool)") + " (fetched when absent, refused unless its sha256 is the lock's)"},
+			Command{Note: "local repository " + filepath.Join(work, "repo") + " of exactly the locked .debs: apt-ftparchive packages, release (Suite/Codename " + s.Base.Release + ")"},
+			Command{Note: "write " + filepath.Join(work, "pins") + " (apt preferences, Pin-Priority 1001 for each pin), " + filepath.Join(work, "fstab") + " (root and ESP by PARTUUID), the image's files, first-boot units and build steps, the DKMS signing configuration"},
+			Command{Argv: d.argv()},
+			Command{Note: "check the root: every installed package in the lock, no private key, every DKMS module built for the image's kernel"})
 		p.Commands = append(p.Commands, Command{Note: "UKI: objcopy systemd's EFI stub + " + root + "/boot/vmlinuz-* + initrd.img-*, cmdline " + debianCmdline(s, ids)})
 	case "pieces":
 		meta, ukiNote := "linux-image-amd64", "objcopy "+EFIStub
@@ -121,50 +140,6 @@ func usedMirrors(s *Spec, m map[string]string) map[string]string {
 		out[su] = m[su]
 	}
 	return out
-}
-
-// mmdebstrapArgv returns the mmdebstrap command that builds root with every
-// package at its pinned version, and the pins as "name=version".
-func mmdebstrapArgv(s *Spec, mirrors map[string]string, root, pinFile string) ([]string, []string, error) {
-	work := filepath.Dir(pinFile)
-	comps := s.Base.Components
-	if len(comps) == 0 {
-		comps = []string{"main"}
-	}
-	var pins []string
-	for _, n := range sortedKeys(s.Packages) {
-		pins = append(pins, n+"="+s.Packages[n])
-	}
-	argv := []string{"mmdebstrap", "--mode=root", "--format=directory", "--skip=chroot/mount",
-		"--variant=" + orDefault(s.Base.Variant, "important"),
-		"--components=" + strings.Join(comps, ","),
-		"--include=" + strings.Join(pins, ","),
-		"--setup-hook=mkdir -p \"$1/etc/apt/preferences.d\"",
-		"--setup-hook=upload " + pinFile + " /etc/apt/preferences.d/ingot-pins",
-	}
-	for i, f := range s.Files {
-		argv = append(argv, fmt.Sprintf("--customize-hook=upload %s %s", filepath.Join(filepath.Dir(pinFile), fmt.Sprintf("file-%d", i)), f.Path))
-	}
-	for _, u := range s.FirstBoot {
-		argv = append(argv, "--customize-hook=upload "+filepath.Join(filepath.Dir(pinFile), u.Name)+" /etc/systemd/system/"+u.Name,
-			"--customize-hook=chroot \"$1\" systemctl enable "+u.Name)
-	}
-	argv = append(argv,
-		// Host keys are made per machine at first boot (cloud-init); logs and
-		// caches that record build times would break reproducibility.
-		`--customize-hook=rm -f "$1"/etc/ssh/ssh_host_*_key "$1"/etc/ssh/ssh_host_*_key.pub "$1"/var/log/dpkg.log "$1"/var/log/alternatives.log "$1"/var/log/apt/history.log "$1"/var/log/apt/term.log "$1"/var/cache/ldconfig/aux-cache`,
-		`--customize-hook=printf '' > "$1/etc/machine-id"`,
-		`--customize-hook=mkdir -p "$1/boot/efi"`,
-		"--customize-hook=upload "+filepath.Join(work, "fstab")+" /etc/fstab",
-		s.Base.Release, root)
-	for _, su := range suites(s) {
-		m, ok := mirrors[su]
-		if !ok {
-			return nil, nil, fmt.Errorf("base.suites: no mirror for suite %s in the host's apt sources (have %v)", su, sortedKeys(mirrors))
-		}
-		argv = append(argv, fmt.Sprintf("deb %s %s %s", m, su, strings.Join(comps, " ")))
-	}
-	return argv, pins, nil
 }
 
 // fstab mounts the image's own partitions by PARTUUID.
@@ -249,60 +224,4 @@ func parseDeb822(b []byte, out map[string]string) {
 			}
 		}
 	}
-}
-
-// buildDebian runs mmdebstrap (root required) and takes the kernel and
-// initrd from the new root's /boot for the UKI and syslinux.
-func buildDebian(ctx context.Context, r runner, s *Spec, o Options, ids IDs, work string) (*bootPieces, error) {
-	if os.Geteuid() != 0 {
-		return nil, fmt.Errorf("a debian image needs root (mmdebstrap --mode=root)")
-	}
-	mirrors, err := HostMirrors(orDefault(o.SourcesDir, "/etc/apt"))
-	if err != nil {
-		return nil, err
-	}
-	root, pinFile := filepath.Join(work, "root"), filepath.Join(work, "pins")
-	if err := os.WriteFile(pinFile, pinPreferences(s), 0o644); err != nil {
-		return nil, err
-	}
-	for i, f := range s.Files {
-		b, err := f.Read(s.Dir)
-		if err != nil {
-			return nil, err
-		}
-		perm, _ := f.Perm()
-		if err := os.WriteFile(filepath.Join(work, fmt.Sprintf("file-%d", i)), b, perm); err != nil {
-			return nil, err
-		}
-	}
-	for _, u := range s.FirstBoot {
-		if err := os.WriteFile(filepath.Join(work, u.Name), []byte(u.Content), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(work, "fstab"), fstab(ids), 0o644); err != nil {
-		return nil, err
-	}
-	argv, _, err := mmdebstrapArgv(s, mirrors, root, pinFile)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.run(ctx, nil, argv...); err != nil {
-		return nil, err
-	}
-	k, _ := filepath.Glob(filepath.Join(root, "boot", "vmlinuz-*"))
-	i, _ := filepath.Glob(filepath.Join(root, "boot", "initrd.img-*"))
-	if len(k) != 1 || len(i) != 1 {
-		return nil, fmt.Errorf("root %s/boot: found %d kernels and %d initrds, expected one each (is linux-image-amd64 pinned?)", root, len(k), len(i))
-	}
-	if err := writeIdentity(filepath.Join(work, "ident"), s, r.epoch); err != nil {
-		return nil, err
-	}
-	id, _ := os.ReadFile(filepath.Join(work, "ident", "etc", "ingot", "image.json"))
-	if err := writeStamped(filepath.Join(root, "etc", "ingot", "image.json"), id, 0o644, r.epoch); err != nil {
-		return nil, err
-	}
-	osrel, _ := os.ReadFile(filepath.Join(root, "etc", "os-release"))
-	p := &bootPieces{root: root, kver: strings.TrimPrefix(filepath.Base(k[0]), "vmlinuz-")}
-	return p, p.addBoot(ctx, r, s, k[0], i[0], debianCmdline(s, ids), osrel, work)
 }

@@ -6,6 +6,8 @@ package image
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +19,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
@@ -42,6 +45,19 @@ type Spec struct {
 	// default) or arm64 (pieces only: its kernel and deb: files come from
 	// Debian's arm64 packages, its ESP holds EFI/BOOT/BOOTAA64.EFI).
 	Arch string `yaml:"arch"`
+	// Repositories are signed apt repositories besides Debian's (a
+	// debian image only): NVIDIA's CUDA repository, DOCA/OFED, a site
+	// mirror. Their packages are locked like Debian's.
+	Repositories []Repository `yaml:"repositories"`
+	// Sources are build inputs unpacked into /usr/local/src/NAME of the
+	// root for the build steps, and removed after them (a debian image
+	// only): a locked Debian package's files (dpkg -x, not installed) or a
+	// tarball named by sha256.
+	Sources []Source `yaml:"sources"`
+	// BuildSteps run in the root (chroot) after every package is
+	// installed, in order, each a shell script: they compile the sources
+	// against the image's own pinned toolchain.
+	BuildSteps []Step `yaml:"build_steps"`
 
 	// Dir is the image folder (set by Load); sources are relative to it.
 	Dir string `yaml:"-"`
@@ -59,6 +75,11 @@ type Base struct {
 	// Suites besides Release, e.g. bookworm-updates, bookworm-security.
 	Suites  []string `yaml:"suites"`
 	Variant string   `yaml:"variant"`
+	// Snapshots maps a suite to an archive URL that keeps every version
+	// ever published (snapshot.debian.org/archive/debian/TIMESTAMP, or a
+	// site's copy): where a build fetches a locked .deb the pool lacks and
+	// the mirror no longer carries. Optional: the pool is the first place.
+	Snapshots map[string]string `yaml:"snapshots"`
 }
 
 // File is one file put into the root (or, for pieces, the initramfs).
@@ -72,8 +93,12 @@ type File struct {
 	Content string `yaml:"content"`
 	Source  string `yaml:"source"`
 	Mode    string `yaml:"mode"`
+	// SHA256 pins a source's bytes (required for an http(s) source, which
+	// is fetched into the pool once): a file whose bytes differ stops the
+	// build.
+	SHA256 string `yaml:"sha256"`
 
-	// fetched is where a deb: source was unpacked (see fetchDebs).
+	// fetched is where a deb: or http(s) source lies (see lockedInputs).
 	fetched string
 }
 
@@ -158,6 +183,7 @@ var (
 	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
 	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+~:-]*$`)
 	pkgRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	archRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 )
 
 func (s *Spec) validate() error {
@@ -232,8 +258,15 @@ func (s *Spec) validate() error {
 			if s.Base.Kind != "pieces" {
 				bad(field+".source", "%q: only a pieces image takes files from packages (a debian image installs them)", f.Source)
 			}
+		} else if isURL(f.Source) {
+			if f.SHA256 == "" {
+				bad(field+".sha256", "missing: a file fetched from %s is pinned by its sha256", f.Source)
+			}
 		} else if f.Source != "" && !strings.HasPrefix(f.Source, "host:/") && !insideImages(f.Source) {
-			bad(field+".source", "%q: expected a path inside the image folder, in a sibling image's folder (../lab/init), host:/ABSOLUTE or deb:PACKAGE:/ABSOLUTE", f.Source)
+			bad(field+".source", "%q: expected a path inside the image folder, in a sibling image's folder (../lab/init), host:/ABSOLUTE, deb:PACKAGE:/ABSOLUTE or an http(s) URL with sha256", f.Source)
+		}
+		if f.SHA256 != "" && (!artifact.ValidSHA256(f.SHA256) || f.Content != "") {
+			bad(field+".sha256", "%q: expected 64 lowercase hex digits, with a source", f.SHA256)
 		}
 		if _, err := f.Perm(); err != nil {
 			bad(field+".mode", "%v", err)
@@ -261,6 +294,7 @@ func (s *Spec) validate() error {
 	if s.Build.SourceDateEpoch < 0 {
 		bad("build.source_date_epoch", "%d: expected seconds since 1970", s.Build.SourceDateEpoch)
 	}
+	s.validateInputs(bad)
 	return errors.Join(errs...)
 }
 
@@ -333,7 +367,7 @@ func (f File) Read(dir string) ([]byte, error) {
 	if h, ok := strings.CutPrefix(f.Source, "host:"); ok {
 		p = h
 	}
-	if _, _, ok := f.debSource(); ok {
+	if _, _, ok := f.debSource(); ok || isURL(f.Source) {
 		if f.fetched == "" {
 			return nil, fmt.Errorf("file %s: %s was not fetched", f.Path, f.Source)
 		}
@@ -342,6 +376,11 @@ func (f File) Read(dir string) ([]byte, error) {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("file %s: %w", f.Path, err)
+	}
+	if f.SHA256 != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.SHA256 {
+			return nil, fmt.Errorf("file %s: %s has sha256 %x, the spec pins %s: refused", f.Path, f.Source, sum, f.SHA256)
+		}
 	}
 	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,7 +163,8 @@ func TestPlanDebianNvidia(t *testing.T) {
 	if v := s.Packages["nvidia-driver"]; v != driver {
 		t.Errorf("nvidia-driver pinned to %q, want %s", v, driver)
 	}
-	helpers := map[string]bool{"nvidia-support": true, "nvidia-kernel-common": true, "nvidia-installer-cleanup": true, "nvidia-persistenced": true}
+	helpers := map[string]bool{"nvidia-support": true, "nvidia-kernel-common": true, "nvidia-installer-cleanup": true, "nvidia-persistenced": true,
+		"nvidia-cuda-toolkit": true} // versioned apart from the driver (CUDA 11.8)
 	for name, v := range s.Packages {
 		if (strings.Contains(name, "nvidia") || strings.Contains(name, "cuda") || strings.Contains(name, "nvcuvid")) && !helpers[name] && v != driver {
 			t.Errorf("%s pinned to %s: every NVIDIA package must be at %s", name, v, driver)
@@ -182,14 +184,28 @@ func TestPlanDebianNvidia(t *testing.T) {
 		"--include=cloud-init=22.4.2-1+deb12u4,",
 		",nvidia-driver=" + driver + ",",
 		"--components=main,contrib,non-free,non-free-firmware",
-		"--skip=chroot/mount",
-		"deb http://mirror.invalid/other bookworm main contrib non-free non-free-firmware",
-		"deb http://security.invalid/debian-security bookworm-security main contrib non-free non-free-firmware",
+		// It installs from the local repository of the locked .debs only.
+		"\ndeb [trusted=yes] copy:///out/.debian-12-nvidia.work/repo ./",
 		"systemctl enable ingot-firstboot.service",
+		// DKMS signs nothing and makes no key; the image keeps that setting.
+		"--setup-hook=upload /out/.debian-12-nvidia.work/dkms.conf /etc/dkms/framework.conf.d/ingot.conf",
+		"--customize-hook=upload /out/.debian-12-nvidia.work/dkms.final /etc/dkms/framework.conf.d/ingot.conf",
+		// The CUDA samples: Debian's package unpacked, built, removed.
+		`--customize-hook=dpkg-deb -x /out/.debian-12-nvidia.work/src/cuda-samples "$1/usr/local/src/cuda-samples"`,
+		`--customize-hook=unshare --pid --fork chroot "$1" env -i`,
+		`--customize-hook=rm -rf "$1/usr/local/src/cuda-samples"`,
+		"--customize-hook=upload /out/.debian-12-nvidia.work/sources.list /etc/apt/sources.list",
+		// upload does not carry the mode: the reporter must be executable.
+		`--customize-hook=chmod 0755 "$1/usr/local/sbin/ingot-firstboot"`,
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("mmdebstrap command lacks %q:\n%s", want, joined)
 		}
+	}
+	final, err := s.finalSources(map[string]string{"bookworm": "http://mirror.invalid/other", "bookworm-updates": "http://mirror.invalid/debian",
+		"bookworm-security": "http://security.invalid/debian-security"}, nil)
+	if err != nil || !slices.Contains(final, "deb http://security.invalid/debian-security bookworm-security main contrib non-free non-free-firmware") {
+		t.Errorf("the image's own apt sources: %q, %v", final, err)
 	}
 	if strings.Contains(string(pinPreferences(s)), "Package: nvidia-driver\nPin: version "+driver+"\nPin-Priority: 1001\n") == false {
 		t.Errorf("apt preferences do not pin nvidia-driver:\n%s", pinPreferences(s))

@@ -26,6 +26,16 @@ type UKI struct {
 	// systemd's x86-64 stub), arm64 (Debian's amd64 objcopy has no
 	// pei-aarch64 target: pkg/uki assembles it on the aarch64 stub).
 	Arch string
+	// Stub is the EFI stub file; "" is the build host's (uki.StubFor
+	// Arch). An image build takes it from its lock's systemd-boot-efi.
+	Stub string
+}
+
+func (u UKI) stub() string {
+	if u.Stub != "" {
+		return u.Stub
+	}
+	return uki.StubFor(u.Arch)
 }
 
 // makeUKI writes a unified kernel image to out: systemd's EFI stub with
@@ -34,16 +44,16 @@ type UKI struct {
 // set to the epoch and the checksum recomputed, so rebuilds are identical.
 func (r runner) makeUKI(ctx context.Context, u UKI, out string) error {
 	if u.Arch == uki.ArchARM64 {
-		return r.assembleUKI(u, uki.EFIStubARM64, out)
+		return r.assembleUKI(u, u.stub(), out)
 	}
-	f, err := pe.Open(EFIStub)
+	f, err := pe.Open(u.stub())
 	if err != nil {
 		return fmt.Errorf("reading the EFI stub (apt-get install systemd-boot-efi): %w", err)
 	}
 	oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
 	if !ok {
 		f.Close()
-		return fmt.Errorf("EFI stub %s: not a PE32+ image", EFIStub)
+		return fmt.Errorf("EFI stub %s: not a PE32+ image", u.stub())
 	}
 	var end uint64
 	for _, s := range f.Sections {
@@ -78,7 +88,7 @@ func (r runner) makeUKI(ctx context.Context, u UKI, out string) error {
 			"--change-section-vma", s.name+"=0x"+strconv.FormatUint(oh.ImageBase+next, 16))
 		next += (uint64(st.Size()) + align - 1) / align * align
 	}
-	argv = append(argv, EFIStub, out)
+	argv = append(argv, u.stub(), out)
 	if err := r.run(ctx, nil, argv...); err != nil {
 		return err
 	}

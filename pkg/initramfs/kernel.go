@@ -137,6 +137,12 @@ func FetchPackage(ctx context.Context, cache, pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return UnpackPackage(ctx, cache, deb)
+}
+
+// UnpackPackage unpacks a .deb file once into cache/deb/<sha256
+// prefix>/root and returns that folder.
+func UnpackPackage(ctx context.Context, cache, deb string) (string, error) {
 	sum, err := fileSHA256(deb)
 	if err != nil {
 		return "", err

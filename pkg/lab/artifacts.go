@@ -37,7 +37,6 @@ func buildArtifacts(ctx context.Context, cfg Config, imageName, arch, agent stri
 	if err != nil {
 		return nil, err
 	}
-	k := out.Kernel
 	is, err := image.Load(filepath.Join(cfg.RepoRoot, "images", imageName))
 	if err != nil {
 		return nil, err
@@ -45,7 +44,9 @@ func buildArtifacts(ctx context.Context, cfg Config, imageName, arch, agent stri
 	if want := orAMD64(arch); is.DebArch() != want {
 		return nil, fmt.Errorf("lab image %s is for %s, its VMs are %s (the recipe's os.image.name)", imageName, is.DebArch(), want)
 	}
-	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, KernelDeb: k.Root})
+	// The image's kernel is its lock's (images/NAME/packages.lock), kept
+	// in the lab's pool beside the cache.
+	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, Pool: filepath.Join(cache, "pool")})
 	if err != nil {
 		return nil, fmt.Errorf("lab image %s: %w", imageName, err)
 	}

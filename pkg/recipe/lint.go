@@ -132,6 +132,7 @@ func (l *linter) lint(r *Recipe) {
 	l.firmware(r)
 	l.drivers(r.Drivers)
 	l.os(r)
+	l.imageProvides(r)
 	l.network(&r.Network)
 	l.acceptance(&r.Acceptance)
 	l.power(r)

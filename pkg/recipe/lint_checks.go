@@ -24,10 +24,13 @@ func (l *linter) acceptance(a *Acceptance) {
 			l.bad(p+".name", "expected a check name such as gpu-count, found an empty string")
 			continue
 		}
-		if seen[c.Name] {
+		// The same check with other args is another check (nvbandwidth
+		// per testcase, cuda-bandwidth per direction).
+		key := c.Name + fmt.Sprint(c.Args)
+		if seen[key] {
 			l.warn(p+".name", "check %q is listed twice", c.Name)
 		}
-		seen[c.Name] = true
+		seen[key] = true
 		def, ok := lookupDef(c.Name)
 		if !ok {
 			l.bad(p+".name", "%s", unknownCheck(c.Name))

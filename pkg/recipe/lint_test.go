@@ -36,8 +36,8 @@ func TestShippedRecipes(t *testing.T) {
 		{"inherited driver", h.Drivers["nvidia"], "535.309.01"},
 		{"own driver", h.Drivers["ofed"], "23.10-2.1.3.1"},
 		{"inherited agent", h.OS.Agent.Kernel.Path, "agent-vmlinuz"},
-		{"own image", h.OS.Image.Name, "debian-12-nvidia"},
-		{"child's list replaces the base's", len(h.Acceptance.Checks), 8},
+		{"own image", h.OS.Image.Name, "debian-12-nvidia-cuda"},
+		{"child's list replaces the base's", len(h.Acceptance.Checks), 12},
 		{"GPU count", h.Hardware.GPUs[0].Count, 8},
 		{"VRAM", h.Hardware.GPUs[0].MinVRAM, Size(79 << 30)},
 		{"memory", h.Hardware.Memory.Total, Size(2 << 40)},
@@ -52,6 +52,32 @@ func TestShippedRecipes(t *testing.T) {
 	}
 	if l, _ := set.Get("gpu-infer-l40sx4"); l.BIOS.Attributes["ProcCStates"].Any() != "Enabled" {
 		t.Errorf("l40s ProcCStates = %v, want its own override Enabled", l.BIOS.Attributes["ProcCStates"])
+	}
+}
+
+// TestShippedRecipesAgainstImages lints recipes/ against the real images/:
+// a recipe machines are assigned to is clean (its image locked and
+// installing what it needs); the NVIDIA-repository classes stay templates
+// whose warnings name the repository and the packages the image lacks
+// (this project cannot reach NVIDIA's repositories to lock them).
+func TestShippedRecipesAgainstImages(t *testing.T) {
+	root := repoRoot(t)
+	set, diags := Options{ImagesDir: filepath.Join(root, "images")}.Load(filepath.Join(root, "recipes"))
+	byFile := map[string][]string{}
+	for _, d := range diags {
+		byFile[filepath.Base(d.File)] = append(byFile[filepath.Base(d.File)], d.Message)
+		if r, ok := set.Get(strings.TrimSuffix(filepath.Base(d.File), ".yaml")); d.Severity == SeverityError || !ok || !r.IsTemplate() || (d.Field != "os.image.name" && d.Field != "extends") {
+			t.Errorf("%s:%d: %s: %s: only a template may have findings, and only about its image", d.File, d.Line, d.Severity, d.Message)
+		}
+	}
+	for _, file := range []string{"gpu-train-h100x8.yaml", "gpu-infer-l40sx4.yaml", "gpu-train-h200x8.yaml"} {
+		got := strings.Join(byFile[file], "\n")
+		for _, want := range []string{"image debian-12-nvidia-cuda has no packages.lock", "configure and lock its repositories cuda (https://developer.download.nvidia.com/",
+			"mlnx-ofed or doca-ofed (drivers.ofed, from NVIDIA's DOCA repository"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: lint says\n%s\nwant %q", file, got, want)
+			}
+		}
 	}
 }
 

@@ -81,10 +81,11 @@ func CleanPath(name string) (string, error) {
 
 // Dirs is an ordered list of directories to serve from.
 type Dirs struct {
-	roots  []string // resolved (EvalSymlinks) absolute roots
-	allow  []string // resolved extra directories symlinks may point into
-	files  []string // resolved files symlinks may point at
-	config []string // as configured, for messages
+	roots  []string          // resolved (EvalSymlinks) absolute roots
+	allow  []string          // resolved extra directories symlinks may point into
+	files  []string          // resolved files symlinks may point at
+	config []string          // as configured, for messages
+	pins   map[string]string // clean name -> sha256 (Pin)
 }
 
 // New resolves the directories. Missing directories are skipped (an
@@ -151,6 +152,12 @@ func (d *Dirs) Open(name string) (*os.File, error) {
 		f, err := d.openIn(root, rel)
 		if errors.Is(err, ErrNotFound) {
 			continue
+		}
+		if err == nil {
+			if err = d.checkPin(rel, f); err != nil {
+				f.Close()
+				return nil, err
+			}
 		}
 		return f, err
 	}

@@ -80,7 +80,12 @@ type Config struct {
 	// StubARM64 is the stub for an arm64 agent kernel (the kernel's PE
 	// header decides); default uki.EFIStubARM64. Missing: 503 for arm64.
 	StubARM64 string
-	Logger    *slog.Logger
+	// StubSHA256 and StubARM64SHA256 pin the stubs' bytes (empty: not
+	// checked): a stub whose sha256 differs is refused, /uki answers 503
+	// and the log names the file (uki.ReadStub). serve's configuration
+	// defaults them to Debian 12's package (uki.DebianStubSHA256).
+	StubSHA256, StubARM64SHA256 string
+	Logger                      *slog.Logger
 	// Registerer receives ingot's HTTP metrics; Gatherer is what /metrics
 	// exports (usually the same *prometheus.Registry). No global registry.
 	Registerer prometheus.Registerer
@@ -353,7 +358,11 @@ func (h *Handler) serveBootFile(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("file")
 	f, err := h.cfg.BootFiles.Open(name)
 	if err != nil {
-		h.log.Info("http boot file refused", "file", name, "client", r.RemoteAddr, "err", err)
+		logf := h.log.Info
+		if errors.Is(err, bootfiles.ErrChanged) {
+			logf = h.log.Error
+		}
+		logf("http boot file refused", "file", name, "client", r.RemoteAddr, "err", err)
 		http.Error(w, "boot file not found", http.StatusNotFound)
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -150,11 +149,16 @@ func (h *Handler) sendUKI(w http.ResponseWriter, r *http.Request, b ukiBoot, log
 	// The stub must be of the kernel's architecture, which its PE header
 	// names (an arm64 recipe's agent kernel is an arm64 Image): the
 	// recipe decides, through its kernel, what the firmware gets.
-	stubPath, pkg := h.cfg.Stub, "systemd-boot-efi"
+	stubPath, pin, pkg := h.cfg.Stub, h.cfg.StubSHA256, "systemd-boot-efi"
 	if arch, _ := uki.Arch(kernel); arch == uki.ArchARM64 {
-		stubPath, pkg = h.cfg.StubARM64, "systemd-boot-efi:arm64"
+		stubPath, pin, pkg = h.cfg.StubARM64, h.cfg.StubARM64SHA256, "systemd-boot-efi:arm64"
 	}
-	stub, err := os.ReadFile(stubPath)
+	stub, err := uki.ReadStub(stubPath, pin)
+	if errors.Is(err, uki.ErrStubChanged) {
+		log.Error("agent uki: refusing a changed EFI stub", "stub", stubPath, "err", err)
+		http.Error(w, "uki: the server's EFI stub changed since it was pinned", http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		log.Error("agent uki: no EFI stub", "stub", stubPath, "err", err)
 		http.Error(w, "uki: the server has no EFI stub for this kernel (apt-get install "+pkg+")", http.StatusServiceUnavailable)

@@ -133,11 +133,16 @@ func TestUKICannotBuild(t *testing.T) {
 	k, _ := arts.Put(context.Background(), strings.NewReader("kernel"))
 	rc := &recipe.Recipe{Name: "r", Version: "1"}
 	rc.OS.Agent = recipe.AgentBoot{Kernel: recipe.Artifact{SHA256: k.SHA256}, Initrd: recipe.Artifact{Path: "http://mirror/initrd"}}
+	changed := filepath.Join(t.TempDir(), "linuxx64.efi.stub")
+	os.WriteFile(changed, []byte("MZ a stub after an upgrade"), 0o644)
 	for name, c := range map[string]struct {
-		stub, mac, want string
+		stub, pin, mac, want string
 	}{
-		"no stub":   {"/nonexistent/linuxx64.efi.stub", "52-54-00-00-00-77", "no EFI stub"},
-		"URL agent": {"", "52-54-00-00-00-02", "a UKI is built from the artifact store"},
+		"no stub":   {"/nonexistent/linuxx64.efi.stub", "", "52-54-00-00-00-77", "no EFI stub"},
+		"URL agent": {"", "", "52-54-00-00-00-02", "a UKI is built from the artifact store"},
+		// The stub is a first stage: bytes other than the pinned ones are
+		// never handed out.
+		"changed stub": {changed, strings.Repeat("0", 64), "52-54-00-00-00-77", "EFI stub changed since it was pinned"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fp := "sha256:" + strings.Repeat("ab", 32)
@@ -146,7 +151,7 @@ func TestUKICannotBuild(t *testing.T) {
 					"52:54:00:00:00:02": {ID: "m-2", Name: "n2", Recipe: "r", State: machine.StateProvisioning},
 				},
 				Recipes: func(string) (*recipe.Recipe, error) { return rc, nil }, Tokens: fixedToken("t"), Artifacts: arts,
-				Stub: c.stub, Discovery: Discovery{Kernel: k.SHA256, Initrd: k.SHA256},
+				Stub: c.stub, StubSHA256: c.pin, Discovery: Discovery{Kernel: k.SHA256, Initrd: k.SHA256},
 			})
 			if err != nil {
 				t.Fatal(err)

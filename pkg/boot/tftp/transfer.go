@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/pin/tftp/v3/netascii"
+
+	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 )
 
 // job is one read request, from its arrival to the end of its transfer.
@@ -172,7 +174,11 @@ func (s *Server) transfer(j *job) {
 	f, err := s.cfg.Files.Open(j.req.name)
 	if err != nil {
 		s.count("refused")
-		log.Info("tftp refused", "err", err)
+		if errors.Is(err, bootfiles.ErrChanged) {
+			log.Error("tftp refused a changed first stage", "err", err)
+		} else {
+			log.Info("tftp refused", "err", err)
+		}
 		conn.Write(clientError(err))
 		return
 	}
