@@ -34,7 +34,7 @@ func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
 	arch := fs.String("arch", "amd64", "the machines' Debian architecture, for --kernel-deb auto: amd64 or arm64 (linux-image-arm64:arm64; dpkg --add-architecture arm64 first); --agent must be built for it")
 	agent := fs.String("agent", "bin/ingot-agent", "the ingot-agent binary; becomes /init")
 	out := fs.String("out", "", "output folder for vmlinuz and initrd.img (default: CACHE/initramfs/<inputs digest>)")
-	modules := fs.String("modules", strings.Join(initramfs.DefaultModules, ","), "kernel modules to include (dependencies are added)")
+	modules := fs.String("modules", "lab", "kernel modules to include (dependencies are added): a comma-separated list, or a set: lab (virtio, e1000, AHCI, NVMe: "+strings.Join(initramfs.DefaultModules, ",")+") or server (lab's and real servers' NICs, HBAs and USB virtual media: mlx5_core, ice, i40e, ixgbe, igb, bnxt_en, tg3, megaraid_sas, mpt3sas, smartpqi, usb_storage, xfs)")
 	compression := fs.String("compression", "gzip", "gzip, zstd or none")
 	cache := fs.String("cache", initramfs.CacheDir(e.getenv), "cache for kernel packages and builds")
 	format := fs.String("o", "table", "output format: table or json")
@@ -56,7 +56,7 @@ func runInitramfsBuild(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("fetching the kernel: %w", err)
 	}
-	spec := initramfs.Spec{Agent: *agent, Modules: splitCommaList(*modules), Compression: comp, MTime: mtime}
+	spec := initramfs.Spec{Agent: *agent, Modules: moduleList(*modules), Compression: comp, MTime: mtime}
 	dir := *out
 	if dir == "" {
 		key, err := initramfs.InputsKey(k, spec)
@@ -128,4 +128,12 @@ func splitCommaList(s string) []string {
 		}
 	}
 	return out
+}
+
+// moduleList is --modules: a named set (initramfs.ModuleSets) or a list.
+func moduleList(v string) []string {
+	if set, ok := initramfs.ModuleSets[v]; ok {
+		return set
+	}
+	return splitCommaList(v)
 }

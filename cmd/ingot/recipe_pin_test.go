@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -21,6 +22,14 @@ func pinFixture(t *testing.T) (dir, store string, sums map[string]string) {
 	root := recipeRoot(t)
 	dir = filepath.Join(t.TempDir(), "recipes")
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join(root, "recipes"))); err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "base-gpu.yaml")
+	b, err := os.ReadFile(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base, unpinned(t, b), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	store = filepath.Join(t.TempDir(), "artifacts")
@@ -40,6 +49,18 @@ func pinFixture(t *testing.T) (dir, store string, sums map[string]string) {
 		sums[name] = ref.SHA256
 	}
 	return dir, store, sums
+}
+
+// unpinned is a shipped recipe with its sha256 pins set back to the
+// placeholder: the recipe as a site that pins its own builds starts from
+// (base-gpu ships pinned to the agent this repository built).
+func unpinned(t *testing.T, b []byte) []byte {
+	t.Helper()
+	out := regexp.MustCompile(`sha256: "[0-9a-f]{64}"`).ReplaceAll(b, []byte(`sha256: "`+strings.Repeat("0", 64)+`"`))
+	if bytes.Equal(out, b) {
+		t.Fatal("no sha256 pin to set back; update this test")
+	}
+	return out
 }
 
 func TestRecipePin(t *testing.T) {

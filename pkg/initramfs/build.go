@@ -26,6 +26,21 @@ var DefaultModules = []string{
 	"crc32c_generic", "virtio_rng",
 }
 
+// ServerModules are DefaultModules and the drivers of the NICs, storage
+// controllers and USB virtual media of the GPU servers ingot provisions:
+// NVIDIA/Mellanox ConnectX (mlx5_core) and Intel (ice, i40e, ixgbe, igb),
+// Broadcom (bnxt_en, tg3) ports for the boot network; SAS/RAID HBAs
+// (megaraid_sas, mpt3sas, smartpqi) and USB storage (a BMC's virtual
+// media) besides AHCI and NVMe; xfs for images that use it. Every one is
+// in Debian 12's kernel package. `ingot initramfs build --modules server`.
+var ServerModules = append(append([]string(nil), DefaultModules...),
+	"mlx5_core", "ice", "i40e", "ixgbe", "igb", "bnxt_en", "tg3",
+	"megaraid_sas", "mpt3sas", "smartpqi", "xhci_pci", "usb_storage", "uas", "xfs",
+)
+
+// ModuleSets names the module lists `--modules` takes by name.
+var ModuleSets = map[string][]string{"lab": DefaultModules, "server": ServerModules}
+
 // ModulesList is where the agent finds the modules to load: one absolute
 // path per line, in load order.
 const ModulesList = "etc/ingot/modules"

@@ -69,4 +69,20 @@ func TestIntegrationKernelInitramfs(t *testing.T) {
 	if err != nil || c.InitrdSHA256 != a.InitrdSHA256 || c.Result == nil || len(c.Result.Modules) != len(a.Result.Modules) {
 		t.Errorf("cached rebuild = %+v, %v", c, err)
 	}
+	// The server set: every named driver of real servers' NICs, HBAs and
+	// virtual media is in the kernel package and goes in with its
+	// dependencies.
+	srv, err := BuildKernelAndInitrd(ctx, k, Spec{Agent: agent, Modules: ServerModules, MTime: 1700000000}, t.TempDir())
+	if err != nil {
+		t.Fatalf("server modules: %v", err)
+	}
+	have := map[string]bool{}
+	for _, m := range srv.Result.Modules {
+		have[strings.ReplaceAll(strings.TrimSuffix(filepath.Base(m), ".ko"), "-", "_")] = true
+	}
+	for _, m := range ServerModules {
+		if !have[m] {
+			t.Errorf("the server initramfs lacks %s (has %d modules)", m, len(srv.Result.Modules))
+		}
+	}
 }
