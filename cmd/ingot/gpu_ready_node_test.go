@@ -17,6 +17,7 @@ import (
 // node of the gpu-train-h100x8 recipe; it is ingot's own description of
 // such a node, not a vendor capture.
 type hgxSpec struct {
+	hw           platform
 	index        int // the node's number: its rack index, and what tells its MACs and serials apart
 	serial, uuid string
 	bios, bmc    string // BIOS and BMC firmware versions
@@ -41,6 +42,24 @@ type hgxSpec struct {
 	inbandPSUs bool
 }
 
+// platform is what a server model fixes: chassis, CPUs, GPU model, DIMM
+// and PSU sizes.
+type platform struct {
+	sysModel, cpuVendor, cpuMaker, cpuModel string
+	cores, threads, mhz                     int
+	gpuModel, gpuMem                        string
+	vramMiB, gpuMaxGen                      int
+	dimmMiB                                 int
+	psuModel                                string
+	psuWatts                                int
+}
+
+// hgxH100 is Supermicro's SYS-821GE-TNHR: 2 Xeon 8480+, 8 H100 SXM5.
+var hgxH100 = platform{sysModel: "SYS-821GE-TNHR", cpuVendor: "Intel", cpuMaker: "Intel(R) Corporation",
+	cpuModel: "Intel(R) Xeon(R) Platinum 8480+", cores: 56, threads: 112, mhz: 3800,
+	gpuModel: "NVIDIA H100 80GB HBM3", gpuMem: "HBM3", vramMiB: 81559, gpuMaxGen: 5,
+	dimmMiB: 65536, psuModel: "PWS-3K06G-2R", psuWatts: 3000}
+
 type hgxGPU struct {
 	slot, serial, bus, firmware string
 	gen, width                  int
@@ -55,7 +74,7 @@ type hgxNIC struct {
 
 // defaultHGX is a healthy node, number i (MACs and serials differ per node).
 func defaultHGX(i int) hgxSpec {
-	s := hgxSpec{index: i,
+	s := hgxSpec{hw: hgxH100, index: i,
 		serial: fmt.Sprintf("S821GE%04d", i), uuid: fmt.Sprintf("3a7c1e52-0b6d-4f7e-9a21-%012x", i),
 		bios: "1.7.2", bmc: "7.10.30.00", cpld: "1.0.4", hgx: "1.5.0",
 		dimms: 32, psus: 6, bootModes: []string{"Legacy", "UEFI"}, inbandPSUs: true,
@@ -95,19 +114,19 @@ func (s hgxSpec) bootMAC() string { return s.nics[0].mac }
 // the ConnectX-6 Lx's model, which the real agent cannot name yet.
 func (s hgxSpec) inband() machine.Inventory {
 	inv := machine.Inventory{Source: "agent",
-		System: machine.System{Vendor: "Supermicro", Model: "SYS-821GE-TNHR", Serial: s.serial, UUID: s.uuid,
+		System: machine.System{Vendor: "Supermicro", Model: s.hw.sysModel, Serial: s.serial, UUID: s.uuid,
 			BIOSVersion: s.bios, PowerState: "On"}}
 	for c := range 2 {
-		inv.CPUs = append(inv.CPUs, machine.CPU{Socket: fmt.Sprintf("CPU%d", c), Vendor: "Intel",
-			Model: "Intel(R) Xeon(R) Platinum 8480+", Cores: 56, Threads: 112, MaxMHz: 3800})
+		inv.CPUs = append(inv.CPUs, machine.CPU{Socket: fmt.Sprintf("CPU%d", c), Vendor: s.hw.cpuVendor,
+			Model: s.hw.cpuModel, Cores: s.hw.cores, Threads: s.hw.threads, MaxMHz: s.hw.mhz})
 	}
 	for d := range s.dimms {
-		inv.DIMMs = append(inv.DIMMs, machine.DIMM{Slot: hgxDIMMSlot(d), SizeMiB: 65536, Type: "DDR5", SpeedMHz: 4800, Vendor: "Samsung"})
+		inv.DIMMs = append(inv.DIMMs, machine.DIMM{Slot: hgxDIMMSlot(d), SizeMiB: int64(s.hw.dimmMiB), Type: "DDR5", SpeedMHz: 4800, Vendor: "Samsung"})
 	}
 	for _, g := range s.gpus[:len(s.gpus)-s.fallenOff] {
 		link := machine.PCIeLink{Gen: g.gen, Width: g.width}
-		inv.GPUs = append(inv.GPUs, machine.GPU{Vendor: "NVIDIA", Model: "NVIDIA H100 80GB HBM3", VRAMMiB: 81559,
-			PCIAddress: g.bus, LinkCurrent: link, LinkMax: machine.PCIeLink{Gen: 5, Width: 16}, Serial: g.serial, Firmware: g.firmware})
+		inv.GPUs = append(inv.GPUs, machine.GPU{Vendor: "NVIDIA", Model: s.hw.gpuModel, VRAMMiB: int64(s.hw.vramMiB),
+			PCIAddress: g.bus, LinkCurrent: link, LinkMax: machine.PCIeLink{Gen: s.hw.gpuMaxGen, Width: 16}, Serial: g.serial, Firmware: g.firmware})
 	}
 	for _, n := range s.nics {
 		inv.NICs = append(inv.NICs, machine.NIC{Name: n.name, MAC: n.mac, Vendor: "Mellanox", Model: n.model,
@@ -128,8 +147,8 @@ func (s hgxSpec) inband() machine.Inventory {
 func (s hgxSpec) psuList() []machine.PSU {
 	var out []machine.PSU
 	for p := range s.psus {
-		out = append(out, machine.PSU{Name: fmt.Sprintf("PSU%d", p+1), Model: "PWS-3K06G-2R", Serial: fmt.Sprintf("P3K%s%d", s.serial[6:], p),
-			RatedWatts: 3000, State: "Enabled", Health: "OK"})
+		out = append(out, machine.PSU{Name: fmt.Sprintf("PSU%d", p+1), Model: s.hw.psuModel, Serial: fmt.Sprintf("P3K%s%d", s.serial[6:], p),
+			RatedWatts: s.hw.psuWatts, State: "Enabled", Health: "OK"})
 	}
 	return out
 }
@@ -166,10 +185,10 @@ func (s hgxSpec) tree() map[string]map[string]any {
 		boot["BootSourceOverrideMode@Redfish.AllowableValues"] = s.bootModes
 	}
 	t["Systems/1"] = map[string]any{"@odata.type": "#ComputerSystem.v1_20_0.ComputerSystem", "Id": "1", "Name": "System",
-		"SystemType": "Physical", "Manufacturer": "Supermicro", "Model": "SYS-821GE-TNHR", "SerialNumber": s.serial, "UUID": s.uuid,
+		"SystemType": "Physical", "Manufacturer": "Supermicro", "Model": s.hw.sysModel, "SerialNumber": s.serial, "UUID": s.uuid,
 		"PowerState": "Off", "BiosVersion": s.bios, "Status": hgxOK(), "Boot": boot,
-		"ProcessorSummary": map[string]any{"Count": 2, "Model": "Intel(R) Xeon(R) Platinum 8480+"},
-		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": s.dimms * 64},
+		"ProcessorSummary": map[string]any{"Count": 2, "Model": s.hw.cpuModel},
+		"MemorySummary":    map[string]any{"TotalSystemMemoryGiB": s.dimms * s.hw.dimmMiB / 1024},
 		"Bios":             hgxRef(sys + "/Bios"), "Processors": hgxRef(sys + "/Processors"), "Memory": hgxRef(sys + "/Memory"),
 		"Storage": hgxRef(sys + "/Storage"),
 		"Actions": map[string]any{"#ComputerSystem.Reset": map[string]any{"target": sys + "/Actions/ComputerSystem.Reset",
@@ -186,19 +205,19 @@ func (s hgxSpec) tree() map[string]map[string]any {
 		id := fmt.Sprintf("CPU%d", c)
 		procs = append(procs, id)
 		t["Systems/1/Processors/"+id] = map[string]any{"@odata.type": "#Processor.v1_18_0.Processor", "Id": id, "Name": "Processor",
-			"ProcessorType": "CPU", "Socket": id, "Manufacturer": "Intel(R) Corporation", "Model": "Intel(R) Xeon(R) Platinum 8480+",
-			"TotalCores": 56, "TotalThreads": 112, "MaxSpeedMHz": 3800, "Status": hgxOK()}
+			"ProcessorType": "CPU", "Socket": id, "Manufacturer": s.hw.cpuMaker, "Model": s.hw.cpuModel,
+			"TotalCores": s.hw.cores, "TotalThreads": s.hw.threads, "MaxSpeedMHz": s.hw.mhz, "Status": hgxOK()}
 	}
 	for _, g := range s.gpus {
 		id := "GPU_" + g.slot
 		procs = append(procs, id)
 		t["Systems/1/Processors/"+id] = map[string]any{"@odata.type": "#Processor.v1_18_0.Processor", "Id": id, "Name": "GPU " + g.slot,
-			"ProcessorType": "GPU", "Manufacturer": "NVIDIA", "Model": "NVIDIA H100 80GB HBM3", "SerialNumber": g.serial,
+			"ProcessorType": "GPU", "Manufacturer": "NVIDIA", "Model": s.hw.gpuModel, "SerialNumber": g.serial,
 			"FirmwareVersion": g.firmware, "Status": hgxOK(),
 			"Location":        map[string]any{"PartLocation": map[string]any{"ServiceLabel": g.slot, "LocationType": "Slot"}},
-			"ProcessorMemory": []any{map[string]any{"CapacityMiB": 81559, "MemoryType": "HBM3", "IntegratedMemory": true}},
+			"ProcessorMemory": []any{map[string]any{"CapacityMiB": s.hw.vramMiB, "MemoryType": s.hw.gpuMem, "IntegratedMemory": true}},
 			"SystemInterface": map[string]any{"InterfaceType": "PCIe", "PCIe": map[string]any{
-				"PCIeType": fmt.Sprintf("Gen%d", g.gen), "MaxPCIeType": "Gen5", "LanesInUse": g.width, "MaxLanes": 16}}}
+				"PCIeType": fmt.Sprintf("Gen%d", g.gen), "MaxPCIeType": fmt.Sprintf("Gen%d", s.hw.gpuMaxGen), "LanesInUse": g.width, "MaxLanes": 16}}}
 	}
 	hgxCollection(t, "Systems", "#ComputerSystemCollection.ComputerSystemCollection", "1")
 	hgxCollection(t, "Systems/1/Processors", "#ProcessorCollection.ProcessorCollection", procs...)
@@ -208,7 +227,7 @@ func (s hgxSpec) tree() map[string]map[string]any {
 		id := hgxDIMMSlot(d)
 		dimms = append(dimms, id)
 		t["Systems/1/Memory/"+id] = map[string]any{"@odata.type": "#Memory.v1_17_0.Memory", "Id": id, "Name": id, "DeviceLocator": id,
-			"CapacityMiB": 65536, "MemoryType": "DRAM", "MemoryDeviceType": "DDR5", "OperatingSpeedMhz": 4800,
+			"CapacityMiB": s.hw.dimmMiB, "MemoryType": "DRAM", "MemoryDeviceType": "DDR5", "OperatingSpeedMhz": 4800,
 			"Manufacturer": "Samsung", "SerialNumber": fmt.Sprintf("%s%02d", s.serial[6:], d), "Status": hgxOK()}
 	}
 	hgxCollection(t, "Systems/1/Memory", "#MemoryCollection.MemoryCollection", dimms...)
@@ -226,7 +245,7 @@ func (s hgxSpec) tree() map[string]map[string]any {
 	hgxCollection(t, "Systems/1/Storage", "#StorageCollection.StorageCollection", "NVMe")
 
 	t["Chassis/1"] = map[string]any{"@odata.type": "#Chassis.v1_23_0.Chassis", "Id": "1", "Name": "Chassis", "ChassisType": "RackMount",
-		"Manufacturer": "Supermicro", "Model": "SYS-821GE-TNHR", "SerialNumber": s.serial, "Status": hgxOK(),
+		"Manufacturer": "Supermicro", "Model": s.hw.sysModel, "SerialNumber": s.serial, "Status": hgxOK(),
 		"Power": hgxRef(ch + "/Power"), "NetworkAdapters": hgxRef(ch + "/NetworkAdapters"),
 		"Links": map[string]any{"ComputerSystems": []any{hgxRef(sys)}, "ManagedBy": []any{hgxRef("/redfish/v1/Managers/1")}}}
 	hgxCollection(t, "Chassis", "#ChassisCollection.ChassisCollection", "1")
@@ -238,7 +257,7 @@ func (s hgxSpec) tree() map[string]map[string]any {
 	}
 	t["Chassis/1/Power"] = map[string]any{"@odata.type": "#Power.v1_7_1.Power", "Id": "Power", "Name": "Power", "PowerSupplies": psus,
 		"PowerControl": []any{map[string]any{"@odata.id": ch + "/Power#/PowerControl/0", "MemberId": "0", "Name": "System Power Control",
-			"PowerConsumedWatts": 2450, "PowerCapacityWatts": 3000 * s.psus}}}
+			"PowerConsumedWatts": 2450, "PowerCapacityWatts": s.hw.psuWatts * s.psus}}}
 	var adapters []string
 	for i, n := range s.nics {
 		id := fmt.Sprintf("NIC%d", i)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,12 +40,12 @@ func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"base-gpu", "gpu-train-h100x8"} {
+	for _, name := range []string{"base-gpu", "gpu-train-h100x8", "gpu-infer-l40sx4-debian"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "recipes", name+".yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name == "base-gpu" {
+		if name == "base-gpu" || name == "gpu-infer-l40sx4-debian" {
 			b = unpinned(t, b)
 		}
 		if name == "gpu-train-h100x8" {
@@ -62,7 +63,7 @@ func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"agent-vmlinuz", "agent-initrd", "debian-12-nvidia-cuda.raw.zst"} {
+	for _, name := range []string{"agent-vmlinuz", "agent-initrd", "debian-12-nvidia-cuda.raw.zst", "debian-12-nvidia.raw.zst"} {
 		ref, err := arts.Put(context.Background(), strings.NewReader("test artifact "+name))
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +72,7 @@ func hgxRecipes(t *testing.T, storeDir string) (dir string) {
 			t.Fatal(err)
 		}
 	}
-	for _, name := range []string{"base-gpu", "gpu-train-h100x8"} {
+	for _, name := range []string{"base-gpu", "gpu-train-h100x8", "gpu-infer-l40sx4-debian"} {
 		// The stand-in images of a site that configured and locked NVIDIA's
 		// repositories: this project cannot reach them to lock the real
 		// debian-12-nvidia-cuda, whose lint says so.
@@ -116,6 +117,7 @@ type hgxOS struct {
 	tools    map[string]string // program -> fixture file it prints
 	missing  map[string]bool   // programs not installed (LookPath fails)
 	noSecret bool              // the report lacks the first-boot secret
+	oneRun   bool              // repeated tools run once, not for the burn-in's duration
 }
 
 // defaultHGXOS is the installed debian-12-nvidia-cuda of a healthy node: the
@@ -194,7 +196,9 @@ func newHGXLab(ctx context.Context, t *testing.T) *hgxLab {
 		t.Fatal(err)
 	}
 	credDir := t.TempDir()
-	prov, url := inProcess(ctx, t, data, dir, credDir)
+	// Every simulated machine calls from 127.0.0.1: one address for all
+	// of them, so no per-address limit (a rack has one address each).
+	prov, url := inProcess(ctx, t, data, dir, credDir, func(c *serve.Config) { c.PublicRate = 0 })
 	st, recipes := prov.Store, cat.Get
 	op, _, err := fleet.CreateToken(ctx, st, "alice", fleet.ScopeOperator, 0, time.Now())
 	if err != nil {
@@ -266,7 +270,13 @@ func (l *hgxLab) simNode(n *hgxNode) *agentsim.Node {
 func (l *hgxLab) installedOS(ctx context.Context, n *hgxNode, b agentsim.Boot) {
 	task, agentTok, jobID := b.Task, b.AgentToken, b.Job
 	r := burnin.Runner{LookPath: n.os.lookPath, Exec: n.exec, Every: time.Hour}
-	res := r.Run(ctx, hgxBurnInPlan(task, "/dev/nvme0n1", n.spec.inband()))
+	plan := hgxBurnInPlan(task, "/dev/nvme0n1", n.spec.inband())
+	if n.os.oneRun {
+		// The fixtures answer at once: one run of each repeated tool
+		// (matrixMulCUBLAS) stands for the burn-in's hour of them.
+		plan.BurnIn.Duration = recipe.Duration(time.Nanosecond)
+	}
+	res := r.Run(ctx, plan)
 	sw := n.os.software
 	sw.Hostname, sw.CloudInit = task.Hostname, "done" // what the agent wrote, and cloud-init ran
 	fb := api.FirstBoot{Software: sw, BurnIn: res}
@@ -325,7 +335,9 @@ func (o hgxOS) lookPath(bin string) (string, error) {
 	return "/usr/bin/" + bin, nil
 }
 
-// exec answers the burn-in's programs with their fixture outputs.
+// exec answers the burn-in's programs with their fixture outputs; a
+// fixture name with %d is per GPU, filled from the run's --device=N or
+// -device=N (the CUDA samples run once per GPU).
 func (n *hgxNode) exec(_ context.Context, name string, args ...string) ([]byte, error) {
 	bin := filepath.Base(name)
 	n.mu.Lock()
@@ -335,5 +347,19 @@ func (n *hgxNode) exec(_ context.Context, name string, args ...string) ([]byte, 
 	if !ok {
 		return nil, fmt.Errorf("%s: not simulated", bin)
 	}
+	if strings.Contains(fx, "%d") {
+		dev := -1
+		for _, a := range args {
+			if m := deviceArg.FindStringSubmatch(a); m != nil {
+				dev, _ = strconv.Atoi(m[1])
+			}
+		}
+		if dev < 0 {
+			return nil, fmt.Errorf("%s %v: no device argument for the per-GPU fixture %s", bin, args, fx)
+		}
+		fx = fmt.Sprintf(fx, dev)
+	}
 	return os.ReadFile(fx)
 }
+
+var deviceArg = regexp.MustCompile(`^--?device=(\d+)$`)

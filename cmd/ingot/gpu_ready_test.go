@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ingot-dev/ingot/pkg/api"
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
 	"github.com/ingot-dev/ingot/pkg/bmc"
 	"github.com/ingot-dev/ingot/pkg/drift"
@@ -43,7 +44,19 @@ type gpuReadyCase struct {
 // pkg/agent/checks, burn-in from pkg/burnin's Runner on tool fixtures.
 func TestGPUReady(t *testing.T) {
 	cases := map[string]gpuReadyCase{
-		"8x H100 as the recipe says": {want: machine.StateReady, check: gpuReadyHealthy},
+		"8x H100 as the recipe says":               {want: machine.StateReady, check: gpuReadyHealthy},
+		"4x L40S, Debian-only, as the recipe says": withCheck(l40sCase(machine.StateReady, nil), l40sHealthy),
+		"4x L40S: clpeak lists two of the four GPUs": l40sCase(machine.StateFailed,
+			func(o *hgxOS) { o.tools["clpeak"] = "../../pkg/burnin/testdata/clpeak/pass_2gpu.txt" },
+			"burn-in failed: clpeak: ", "no result for GPU 2; GPU 3"),
+		"4x L40S: a cuBLAS product differs from the CPU's": withCheck(l40sCase(machine.StateFailed,
+			func(o *hgxOS) { o.tools["matrixMulCUBLAS"] = "../../pkg/burnin/testdata/cublas/miscompare.txt" },
+			"burn-in failed: cublas-gemm: matrixMulCUBLAS: GPU 1: product differs from the CPU's in 4 of 12 runs"),
+			verdictIs("cublas-gemm", api.VerdictFailed)),
+		"4x L40S: bandwidthTest not in the image": withCheck(l40sCase(machine.StateFailed,
+			func(o *hgxOS) { o.missing["bandwidthTest"] = true },
+			"burn-in failed: cuda-bandwidth: did not run: bandwidthTest: not found in the installed system"),
+			verdictIs("cuda-bandwidth", api.VerdictCouldNotRun)),
 		"a GPU missing": {
 			node:   func(s *hgxSpec) { s.gpus = s.gpus[:7] },
 			reason: []string{"inventory: hardware does not match recipe gpu-train-h100x8", "gpu: missing GPU: 7 of 8 H100 80GB HBM3 found"}},

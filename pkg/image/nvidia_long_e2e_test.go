@@ -19,6 +19,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/initramfs"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
 // TestE2ENvidiaImage builds images/debian-12-nvidia from its lock (the
@@ -58,6 +59,18 @@ func TestE2ENvidiaImage(t *testing.T) {
 	}
 	t.Logf("debian-12-nvidia: %s (raw %d bytes, raw.zst %d bytes, sha256 %s), build or cache %s",
 		res.Raw, res.RawSize, res.ZstSize, res.ZstSHA256, time.Since(start).Round(time.Second))
+	// The shipped Debian-only class is pinned to this build: the same
+	// lock and builder give the same bytes here.
+	set, diags := recipe.LoadDir(filepath.Join(repoRoot(t), "recipes"))
+	if len(diags) > 0 {
+		t.Fatalf("recipes: %v", diags)
+	}
+	if r, ok := set.Get("gpu-infer-l40sx4-debian"); !ok {
+		t.Error("recipes/gpu-infer-l40sx4-debian.yaml is gone")
+	} else if r.OS.Image.SHA256 != res.ZstSHA256 {
+		t.Errorf("recipes/gpu-infer-l40sx4-debian.yaml pins os.image.sha256 %s; this build of its image is %s: the lock, the builder or its tools changed (pin the new build with ingot recipe pin)",
+			r.OS.Image.SHA256, res.ZstSHA256)
+	}
 	rootAt := fmt.Sprintf("%s?offset=%d", res.Raw, (1+256)<<20) // 1 MiB + the 256 MiB ESP
 	for _, c := range []struct{ cmd, want string }{
 		{"ls -l /lib/modules/" + res.Kernel + "/updates/dkms", "nvidia-current.ko"},
