@@ -107,13 +107,13 @@ func writeServeConfig(w io.Writer, settings []setting, set map[string]string) er
 	return err
 }
 
-// yamlValue renders v on one line (lists in flow style).
+// yamlValue renders v on one line (lists and maps in flow style).
 func yamlValue(v any) (string, error) {
 	var n yaml.Node
 	if err := n.Encode(v); err != nil {
 		return "", err
 	}
-	if n.Kind == yaml.SequenceNode {
+	if n.Kind == yaml.SequenceNode || n.Kind == yaml.MappingNode {
 		n.Style = yaml.FlowStyle
 	}
 	out, err := yaml.Marshal(&n)

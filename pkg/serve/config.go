@@ -19,13 +19,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/tokenlife"
+	"github.com/ingot-dev/ingot/pkg/uki"
 )
 
 // Config is every setting of `ingot serve`.
@@ -87,6 +90,18 @@ type Config struct {
 	IPXEDir          string        `yaml:"ipxe_dir"`
 	BootDir          string        `yaml:"boot_dir"`
 	BootLinkTargets  []string      `yaml:"boot_link_targets"`
+	// FirstStagePins pin the bytes of the first stages firmware fetches
+	// (TFTP and /boot/): name as clients ask for it -> sha256, "off" for
+	// none (default: Debian 12's ipxe package, bootfiles.DebianIPXEPins).
+	// A file whose bytes differ is named in the log at start and refused
+	// at every request; the others are served.
+	FirstStagePins map[string]string `yaml:"first_stage_pin"`
+	// EFIStubSHA256 and EFIStubARM64SHA256 pin systemd's EFI stubs the
+	// agent UKIs are built on ("off": unchecked; default Debian 12's
+	// systemd-boot-efi, uki.DebianStubSHA256): a changed stub is named at
+	// start and /uki/ answers 503.
+	EFIStubSHA256      string `yaml:"efi_stub_sha256"`
+	EFIStubARM64SHA256 string `yaml:"efi_stub_arm64_sha256"`
 
 	DiscoveryKernel  string `yaml:"discovery_kernel"`
 	DiscoveryInitrd  string `yaml:"discovery_initrd"`
@@ -170,8 +185,11 @@ func Defaults() Config {
 		TFTPBlockSize:         65464,
 		IPXEDir:               "/usr/lib/ipxe",
 		// Debian's ipxe package links exactly these into /boot; never all of it.
-		BootLinkTargets: []string{"/boot/ipxe.efi", "/boot/ipxe.lkrn"},
-		DiscoveryKernel: "agent-vmlinuz",
+		BootLinkTargets:    []string{"/boot/ipxe.efi", "/boot/ipxe.lkrn"},
+		FirstStagePins:     bootfiles.DebianIPXEPins(),
+		EFIStubSHA256:      uki.DebianStubSHA256(uki.ArchAMD64),
+		EFIStubARM64SHA256: uki.DebianStubSHA256(uki.ArchARM64),
+		DiscoveryKernel:    "agent-vmlinuz",
 		// Where BMC credential files live; env: references need this prefix.
 		BMCCredentialsDir:      "/etc/ingot/bmc",
 		BMCCredentialEnvPrefix: "INGOT_BMC_",
@@ -220,6 +238,9 @@ func (c *Config) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.IPXEDir, "ipxe-dir", c.IPXEDir, "iPXE binaries from the distribution (Debian package ipxe)")
 	fs.StringVar(&c.BootDir, "boot-dir", c.BootDir, "override directory searched before --ipxe-dir (default DATA/boot)")
 	fs.Var(listValue{&c.BootLinkTargets, new(bool)}, "boot-link-targets", "files symlinks in the boot directories may point at, or folders they may point into (';'-separated; default Debian's /boot/ipxe.efi and /boot/ipxe.lkrn)")
+	fs.Var(pinsValue{&c.FirstStagePins}, "first-stage-pin", "NAME=SHA256: the bytes a first stage (TFTP, /boot/) must have, or NAME=off; a changed file is named at start and refused (repeat, or separate with ';'; default: Debian 12's ipxe package)")
+	fs.StringVar(&c.EFIStubSHA256, "efi-stub-sha256", c.EFIStubSHA256, "sha256 systemd's x86-64 EFI stub must have for agent UKIs (off: unchecked; default: Debian 12's systemd-boot-efi)")
+	fs.StringVar(&c.EFIStubARM64SHA256, "efi-stub-arm64-sha256", c.EFIStubARM64SHA256, "sha256 systemd's arm64 EFI stub must have for agent UKIs (off: unchecked; default: Debian 12's systemd-boot-efi:arm64)")
 	fs.StringVar(&c.DiscoveryKernel, "discovery-kernel", c.DiscoveryKernel, "artifact name or sha256 of the kernel unknown machines boot")
 	fs.StringVar(&c.DiscoveryInitrd, "discovery-initrd", c.DiscoveryInitrd, "artifact name or sha256 of the initrd unknown machines boot")
 	fs.StringVar(&c.DiscoveryCmdline, "discovery-cmdline", c.DiscoveryCmdline, "extra kernel arguments for the discovery agent, e.g. console=ttyS0")
@@ -283,6 +304,84 @@ func (l listValue) Set(v string) error {
 		}
 	}
 	return nil
+}
+
+// pinsValue is a repeatable NAME=SHA256 flag over a map: each Set adds or
+// replaces the names it gives (NAME=off unpins), others keep their pins.
+type pinsValue struct{ p *map[string]string }
+
+func (v pinsValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	var kv []string
+	for k, s := range *v.p {
+		kv = append(kv, k+"="+s)
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ";")
+}
+
+func (v pinsValue) Set(s string) error {
+	for _, kv := range strings.Split(s, ";") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, sum, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return fmt.Errorf("%q: expected NAME=SHA256 or NAME=off", kv)
+		}
+		if *v.p == nil {
+			*v.p = map[string]string{}
+		}
+		(*v.p)[name] = sum
+	}
+	return nil
+}
+
+// Pins returns the first-stage pins in force (those set to "off" left out).
+func (c Config) Pins() map[string]string {
+	out := map[string]string{}
+	for name, sum := range c.FirstStagePins {
+		if sum != "off" {
+			out[name] = sum
+		}
+	}
+	return out
+}
+
+// validatePins checks every pin is a sha256 (64 hex digits) or off.
+func (c Config) validatePins() error {
+	isSum := func(s string) bool {
+		return len(s) == 64 && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
+	}
+	names := make([]string, 0, len(c.FirstStagePins))
+	for name := range c.FirstStagePins {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if sum := c.FirstStagePins[name]; sum != "off" && !isSum(sum) {
+			return fmt.Errorf("--first-stage-pin %s=%s: expected a sha256 (64 hex digits) or off", name, sum)
+		}
+		if _, err := bootfiles.CleanPath(name); err != nil {
+			return fmt.Errorf("--first-stage-pin %s: %w", name, err)
+		}
+	}
+	for flag, sum := range map[string]string{"--efi-stub-sha256": c.EFIStubSHA256, "--efi-stub-arm64-sha256": c.EFIStubARM64SHA256} {
+		if sum != "" && sum != "off" && !isSum(sum) {
+			return fmt.Errorf("%s %q: expected a sha256 (64 hex digits) or off", flag, sum)
+		}
+	}
+	return nil
+}
+
+// stubPin is a stub's pin as httpboot takes it ("" for off).
+func stubPin(sum string) string {
+	if sum == "off" {
+		return ""
+	}
+	return sum
 }
 
 // Load builds the Config from defaults, the config file, the environment
@@ -413,6 +512,9 @@ func (c Config) Validate() error {
 		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return fmt.Errorf("%s %q: expected an http:// or https:// URL", flag, u)
 		}
+	}
+	if err := c.validatePins(); err != nil {
+		return err
 	}
 	if c.PublicRate < 0 {
 		return fmt.Errorf("--public-rate %g: expected requests per second, 0 for no limit", c.PublicRate)

@@ -138,6 +138,11 @@ func TestValidate(t *testing.T) {
 		"lease binding in proxy":  {mod: func(c *Config) { c.DHCP, c.AgentBinding = "proxy", "lease" }, want: "--agent-binding lease needs --dhcp full"},
 		"first use binding":       {mod: func(c *Config) { c.DHCP, c.AgentBinding = "off", "first-use" }},
 		"bad binding":             {mod: func(c *Config) { c.AgentBinding = "trust" }, want: "expected lease, neighbour or first-use"},
+		"pin off":                 {mod: func(c *Config) { c.FirstStagePins = map[string]string{"snponly.efi": "off"} }},
+		"pin not a sha256":        {mod: func(c *Config) { c.FirstStagePins = map[string]string{"snponly.efi": "abc"} }, want: "--first-stage-pin snponly.efi=abc: expected a sha256"},
+		"pin outside the folder":  {mod: func(c *Config) { c.FirstStagePins = map[string]string{"../x": strings.Repeat("a", 64)} }, want: "--first-stage-pin ../x"},
+		"stub pin not a sha256":   {mod: func(c *Config) { c.EFIStubSHA256 = "c62ae56f" }, want: "--efi-stub-sha256"},
+		"stub pin off":            {mod: func(c *Config) { c.EFIStubSHA256, c.EFIStubARM64SHA256 = "off", "" }},
 	}
 	for dhcp, want := range map[string]string{"full": "lease", "proxy": "neighbour", "off": "neighbour"} {
 		c := ok
@@ -189,5 +194,38 @@ func TestResolveServerIP(t *testing.T) {
 		if err != nil || got.String() != tc.want {
 			t.Errorf("%s: got %v, %v; want %s", name, got, err, tc.want)
 		}
+	}
+}
+
+// TestFirstStagePinFlag: Debian's pins are the default; a flag replaces
+// one name's pin and keeps the others, NAME=off unpins it, the file's map
+// merges the same way, and Pins leaves out what is off.
+func TestFirstStagePinFlag(t *testing.T) {
+	none := func(string) string { return "" }
+	sum := strings.Repeat("ab", 32)
+	def := Defaults()
+	if len(def.FirstStagePins) != 4 || def.FirstStagePins["snponly.efi"] == "" || def.EFIStubSHA256 == "" {
+		t.Fatalf("defaults: %v, stub %q: want Debian's four iPXE pins and the stub's", def.FirstStagePins, def.EFIStubSHA256)
+	}
+	cfg, err := Load([]string{"--first-stage-pin", "snponly.efi=" + sum, "--first-stage-pin", "ipxe.lkrn=off;custom.efi=" + sum}, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := cfg.Pins()
+	want := map[string]string{"snponly.efi": sum, "custom.efi": sum, "undionly.kpxe": def.FirstStagePins["undionly.kpxe"], "ipxe.efi": def.FirstStagePins["ipxe.efi"]}
+	if diff := cmp.Diff(want, pins); diff != "" {
+		t.Errorf("pins from flags (-want +got):\n%s", diff)
+	}
+	file := filepath.Join(t.TempDir(), "ingot.yaml")
+	os.WriteFile(file, []byte("first_stage_pin: {undionly.kpxe: off}\nefi_stub_sha256: \"off\"\n"), 0o644)
+	cfg, err = Load([]string{"--config", file}, none, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Pins(); len(p) != 3 || p["undionly.kpxe"] != "" || stubPin(cfg.EFIStubSHA256) != "" || cfg.EFIStubARM64SHA256 == "" {
+		t.Errorf("pins from the file: %v, stub %q: want undionly.kpxe unpinned, the other three kept, the x86 stub unchecked", p, cfg.EFIStubSHA256)
+	}
+	if _, err := Load([]string{"--first-stage-pin", "snponly.efi"}, none, io.Discard); err == nil || !strings.Contains(err.Error(), "NAME=SHA256") {
+		t.Errorf("a pin without a sum: %v, want an error saying NAME=SHA256", err)
 	}
 }

@@ -193,8 +193,22 @@ func (b *binding) bootFiles() error {
 		b.d.Logger.Warn("no boot files directory: /boot/ is not served", "err", err)
 	default:
 		b.bootDirs = dirs
+		b.pinFirstStages()
 	}
 	return nil
+}
+
+// pinFirstStages makes the boot folders refuse a first stage whose bytes
+// are not its pin, and names each such file now: the rest is served, and
+// the operator learns at start, not when a machine fails to boot.
+func (b *binding) pinFirstStages() {
+	if err := b.bootDirs.Pin(b.cfg.Pins()); err != nil {
+		b.d.Logger.Error("first stages whose bytes are not their pins are refused until re-pinned "+
+			"(--first-stage-pin NAME=SHA256 for the file you mean to serve)", "err", err)
+	}
+	if missing := b.bootDirs.Missing(); len(missing) > 0 {
+		b.d.Logger.Debug("pinned first stages not in the boot folders", "files", missing)
+	}
 }
 
 // api binds the API's TLS listener and loads (or makes) its certificate.
@@ -265,20 +279,22 @@ func (b *binding) tftp() error {
 // the API's, /metrics and the CA.
 func (b *binding) http() error {
 	hb, err := httpboot.New(httpboot.Config{
-		ServerURL:     b.publicURL,
-		Limit:         b.d.PublicLimit,
-		Machines:      b.d.Store,
-		Recipes:       b.d.Recipes,
-		Tokens:        b.d.Tokens,
-		Artifacts:     b.d.Artifacts,
-		BootFiles:     b.bootDirs,
-		Unknown:       b.cfg.Unknown,
-		Discovery:     httpboot.Discovery{Kernel: b.cfg.DiscoveryKernel, Initrd: b.cfg.DiscoveryInitrd, Cmdline: b.cfg.DiscoveryCmdline},
-		Logger:        b.d.Logger.With("service", "http"),
-		Registerer:    b.d.Registry,
-		Gatherer:      gatherer(b.apiLn == nil, b.d.Registry),
-		APIURL:        b.addrs.APIURL,
-		CAFingerprint: b.addrs.CA,
+		ServerURL:       b.publicURL,
+		Limit:           b.d.PublicLimit,
+		Machines:        b.d.Store,
+		Recipes:         b.d.Recipes,
+		Tokens:          b.d.Tokens,
+		Artifacts:       b.d.Artifacts,
+		BootFiles:       b.bootDirs,
+		StubSHA256:      stubPin(b.cfg.EFIStubSHA256),
+		StubARM64SHA256: stubPin(b.cfg.EFIStubARM64SHA256),
+		Unknown:         b.cfg.Unknown,
+		Discovery:       httpboot.Discovery{Kernel: b.cfg.DiscoveryKernel, Initrd: b.cfg.DiscoveryInitrd, Cmdline: b.cfg.DiscoveryCmdline},
+		Logger:          b.d.Logger.With("service", "http"),
+		Registerer:      b.d.Registry,
+		Gatherer:        gatherer(b.apiLn == nil, b.d.Registry),
+		APIURL:          b.addrs.APIURL,
+		CAFingerprint:   b.addrs.CA,
 	})
 	if err != nil {
 		return err

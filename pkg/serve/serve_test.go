@@ -1,14 +1,21 @@
 package serve
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +112,66 @@ func startRun(t *testing.T, cfg Config, d Deps) (Addrs, func() error) {
 		t.Fatal("serve did not start within 10 s")
 	}
 	return Addrs{}, stop
+}
+
+// TestFirstStagePins: serve names a first stage whose bytes are not its
+// pin at start and refuses it over /boot/, while a file at its pin is
+// served; with the pin off the same file is served.
+func TestFirstStagePins(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		pin     string // of ipxe.efi; "" the pin of its bytes
+		want    int
+		wantLog bool
+	}{
+		{"changed", strings.Repeat("0", 64), http.StatusNotFound, true},
+		{"at its pin", "", http.StatusOK, false},
+		{"off", "off", http.StatusOK, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, d := httpOnly(t)
+			body := []byte("an iPXE build of this site")
+			if err := os.MkdirAll(cfg.BootDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(cfg.BootDir, "ipxe.efi"), body, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(body)
+			cfg.FirstStagePins = map[string]string{"ipxe.efi": cmp.Or(tc.pin, hex.EncodeToString(sum[:]))}
+			var log lockedBuffer
+			d.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			addrs, _ := startRun(t, cfg, d)
+			resp, err := http.Get("http://" + addrs.HTTP.String() + "/boot/ipxe.efi")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("GET /boot/ipxe.efi: %d, want %d", resp.StatusCode, tc.want)
+			}
+			named := strings.Contains(log.String(), "first stages whose bytes are not their pins") && strings.Contains(log.String(), "ipxe.efi")
+			if named != tc.wantLog {
+				t.Errorf("start log names the changed file: %v, want %v\n%s", named, tc.wantLog, log.String())
+			}
+		})
+	}
+}
+
+// lockedBuffer is a log destination several goroutines write.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

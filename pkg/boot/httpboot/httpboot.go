@@ -137,6 +137,7 @@ func New(cfg Config) (*Handler, error) {
 	if _, err := os.Stat(cfg.Stub); err != nil {
 		cfg.Logger.Warn("no EFI stub for agent UKIs: UEFI HTTP boot clients get 503 (apt-get install systemd-boot-efi)", "stub", cfg.Stub, "err", err)
 	}
+	checkStubPins(cfg)
 	return &Handler{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer)}, nil
 }
 
@@ -374,4 +375,20 @@ func (h *Handler) serveBootFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	serveFile(w, r, f, fi.Size(), fi.ModTime())
+}
+
+// checkStubPins names, at start, every present stub whose bytes are not
+// its pin: /uki/ refuses it at each request (uki.ReadStub) until the pin
+// or the stub is put right.
+func checkStubPins(cfg Config) {
+	for _, st := range []struct{ path, pin, flag string }{
+		{cfg.Stub, cfg.StubSHA256, "--efi-stub-sha256"}, {cfg.StubARM64, cfg.StubARM64SHA256, "--efi-stub-arm64-sha256"},
+	} {
+		if st.pin == "" {
+			continue
+		}
+		if _, err := uki.ReadStub(st.path, st.pin); errors.Is(err, uki.ErrStubChanged) {
+			cfg.Logger.Error("EFI stub changed since it was pinned: agent UKIs built on it are refused (503) until "+st.flag+" names its sha256", "stub", st.path, "err", err)
+		}
+	}
 }
