@@ -157,8 +157,21 @@ func (c *Parts) joinGroup(ctx context.Context) (err error) {
 		compact = -1 // never
 	}
 	c.Node, err = scaleout.Join(ctx, c.Store, scaleout.Config{Name: c.cfg.Instance, TTL: c.cfg.InstanceTTL,
-		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact}})
+		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact, Alert: c.quotaAlert}})
 	return err
+}
+
+// quotaAlert turns the maintenance leader's quota alarm into a service
+// alert (ingot alerts, the dashboard, the notifiers). It runs only once
+// Build is done (the leader's loop is a service), so c.tel is settled;
+// without telemetry the leader's log line is the record.
+func (c *Parts) quotaAlert(ctx context.Context, firing bool, summary string) {
+	if c.tel == nil {
+		return
+	}
+	c.tel.SetServiceAlert(ctx, telemetry.Alert{Rule: "etcd-quota", Name: "etcd store", Severity: "critical", Summary: summary,
+		Action: "the leader compacts and defragments on its schedule; if the alert stays, raise etcd's --quota-backend-bytes " +
+			"(8 GiB at most) and quota= in the store URL, or find what grows (README: The etcd store, what the store holds)"}, firing)
 }
 
 func (c *Parts) openArtifacts(context.Context) (err error) {

@@ -71,6 +71,7 @@ type Service struct {
 	closedDay map[string]string
 	silences  map[string]Silence // silence.go
 	cleared   []Cleared          // the last alerts that cleared, oldest first
+	services  map[string]Alert   // firing service alerts by rule (servicealert.go)
 }
 
 type node struct {
@@ -362,6 +363,7 @@ func (s *Service) Alerts() []Alert {
 			out = append(out, c)
 		}
 	}
+	out = append(out, s.serviceAlertsLocked()...)
 	slices.SortFunc(out, func(a, b Alert) int {
 		if a.State != b.State {
 			return strings.Compare(a.State, b.State) // firing < pending

@@ -135,7 +135,10 @@ func (s *Server) alertsPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		return s.render(w, r, http.StatusOK, "alerts", sess, "Alerts", v)
 	}
 	for _, a := range tel.Alerts() {
-		row := alertRow{Alert: a, URL: machineURL(a.Name)}
+		row := alertRow{Alert: a}
+		if a.Machine != "" { // a service alert (the etcd quota) has no machine page
+			row.URL = machineURL(a.Name)
+		}
 		if a.State == telemetry.Firing {
 			v.Firing = append(v.Firing, row)
 		} else {
@@ -143,7 +146,11 @@ func (s *Server) alertsPage(w http.ResponseWriter, r *http.Request, sess *sessio
 		}
 	}
 	for _, c := range tel.RecentlyCleared() {
-		v.Cleared = append(v.Cleared, clearedRow{Cleared: c, URL: machineURL(c.Name)})
+		row := clearedRow{Cleared: c}
+		if c.Machine != "" {
+			row.URL = machineURL(c.Name)
+		}
+		v.Cleared = append(v.Cleared, row)
 	}
 	names := s.machineNames(r.Context())
 	for _, sl := range tel.Silences() {
