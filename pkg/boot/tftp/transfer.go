@@ -143,7 +143,7 @@ func (x *sender) await(block uint16, deadline time.Time) (ok bool, err error) {
 		return false, fmt.Errorf("waiting for ACK %d: %w", block, err)
 	}
 	for {
-		n, err := x.conn.Read(x.in)
+		n, err := read(x.conn, x.in, deadline)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return false, nil
 		}

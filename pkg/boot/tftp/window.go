@@ -116,7 +116,7 @@ func (w *windows) await(deadline time.Time, gap bool) (int, bool, error) {
 		return 0, false, fmt.Errorf("waiting for an ACK from block %d: %w", w.base, err)
 	}
 	for {
-		n, err := x.conn.Read(x.in)
+		n, err := read(x.conn, x.in, deadline)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return 0, false, nil
 		}

@@ -1,0 +1,46 @@
+package tftp
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"time"
+)
+
+// read reads the client's next packet. A read can fail with ECONNREFUSED
+// while the client's last packets are still queued: a packet we sent after
+// the client closed its port (a resend that crossed its final ACK, as a
+// loaded network or host makes happen) drew an ICMP port unreachable, and
+// Linux reports that error before the queued datagrams. So on ECONNREFUSED
+// read returns what is queued already (the final ACK, usually), and the
+// error only when nothing is: then the client is gone.
+func read(conn *net.UDPConn, buf []byte, deadline time.Time) (int, error) {
+	n, err := conn.Read(buf)
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return n, err
+	}
+	if q, ok := readQueued(conn, buf, deadline); ok {
+		return q, nil
+	}
+	return n, err
+}
+
+// readQueued reads one datagram already queued on conn without waiting
+// for one, and puts back the read deadline.
+func readQueued(conn *net.UDPConn, buf []byte, deadline time.Time) (int, bool) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	// RawConn.Read refuses at once past the deadline: lift it for the one
+	// non-blocking receive.
+	conn.SetReadDeadline(time.Time{})
+	defer conn.SetReadDeadline(deadline)
+	var n int
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+		return true // never wait: EAGAIN means nothing is queued
+	})
+	return n, err == nil && rerr == nil
+}
