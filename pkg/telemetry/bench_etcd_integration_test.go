@@ -31,8 +31,9 @@ import (
 // day, the live bytes under the prefix by kind, the database file, its
 // peak between compactions, and extrapolates the steady state a year on
 // (power days kept 7 days, 20 inventories a machine, a year of daily
-// summaries, events kept: they are the one record that grows without a
-// bound). One member: the file and its growth are each member's.
+// summaries, events kept up to store.Options.MaxEvents a machine: a
+// year at this rate stays under that cap, so the projection keeps them
+// all). One member: the file and its growth are each member's.
 //
 //	go test -tags integration -run '^$' -bench 'StoreGrowth500Etcd' -benchtime 1x -v ./pkg/telemetry/
 //
