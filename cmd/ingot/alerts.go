@@ -14,10 +14,17 @@ import (
 // the API) and `ingot alerts rules` (the same rules as a Prometheus rules
 // file, from the reviewed recipes, offline like lint).
 func runAlerts(ctx context.Context, e *env, args []string) error {
-	if len(args) > 0 && args[0] == "rules" {
-		return runAlertRules(e, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "rules":
+			return runAlertRules(e, args[1:])
+		case "silence":
+			return runSilence(ctx, e, args[1:])
+		case "silences":
+			return runSilences(ctx, e, args[1:])
+		}
 	}
-	fs := e.flagSet("alerts", "alerts [-o json|yaml] | alerts rules [--recipes-dir DIR]")
+	fs := e.flagSet("alerts", "alerts [-o json|yaml] | alerts silence MACHINE RULE --for 4h [--reason R] | alerts silences | alerts rules [--recipes-dir DIR]")
 	af := addAPIFlags(fs)
 	pos, err := parseWithArgs(e, fs, args)
 	if err != nil {
@@ -49,9 +56,70 @@ func writeAlerts(e *env, as []wire.Alert) error {
 		if a.Silenced {
 			state += " (silenced: in a job)"
 		}
+		if a.SilencedBy != "" {
+			state += " (silenced by " + a.SilencedBy + " until " + tableTime(a.SilencedUntil) + ")"
+		}
 		t.row(a.Machine, a.Rack, a.Rule, a.Severity, state, a.Reading, a.Threshold, tableTime(a.Since), a.Action)
 	}
 	return t.flush()
+}
+
+// runSilence: `ingot alerts silence MACHINE RULE --for D [--reason R]`
+// mutes one machine's alert of one rule at the notifiers (the dashboard's
+// Silence button; the server records it as an event).
+func runSilence(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("alerts silence", "alerts silence MACHINE RULE --for 4h [--reason TEXT] [-o json|yaml]")
+	af := addAPIFlags(fs)
+	d := fs.String("for", "", "how long, at most 168h (required)")
+	reason := fs.String("reason", "", "why, recorded in the machine's events")
+	pos, err := parseWithArgs(e, fs, args)
+	if err != nil {
+		return helpOK(err)
+	}
+	if len(pos) != 2 || *d == "" {
+		fs.Usage()
+		return errUsage
+	}
+	c, err := af.client(e)
+	if err != nil {
+		return fmt.Errorf("alerts silence: %w", err)
+	}
+	sl, err := c.Silence(ctx, wire.SilenceRequest{Machine: pos[0], Rule: pos[1], For: *d, Reason: *reason})
+	if err != nil {
+		return fmt.Errorf("alerts silence %s %s: %w", pos[0], pos[1], err)
+	}
+	return e.render(af.output, sl, func() error {
+		fmt.Fprintf(e.stdout, "%s on %s silenced until %s\n", sl.Rule, sl.Machine, tableTime(sl.Until))
+		return nil
+	})
+}
+
+// runSilences: `ingot alerts silences`, the silences in force.
+func runSilences(ctx context.Context, e *env, args []string) error {
+	fs := e.flagSet("alerts silences", "alerts silences [-o json|yaml]")
+	af := addAPIFlags(fs)
+	if _, err := parseWithArgs(e, fs, args); err != nil {
+		return helpOK(err)
+	}
+	c, err := af.client(e)
+	if err != nil {
+		return fmt.Errorf("alerts silences: %w", err)
+	}
+	ss, err := c.Silences(ctx)
+	if err != nil {
+		return fmt.Errorf("alerts silences: %w", err)
+	}
+	return e.render(af.output, ss, func() error {
+		if len(ss) == 0 {
+			fmt.Fprintln(e.stdout, "no silences")
+			return nil
+		}
+		t := newCLITable(e.stdout, "MACHINE", "ALERT", "BY", "UNTIL", "REASON")
+		for _, sl := range ss {
+			t.row(sl.Machine, sl.Rule, sl.Actor, tableTime(sl.Until), sl.Reason)
+		}
+		return t.flush()
+	})
 }
 
 func runAlertRules(e *env, args []string) error {

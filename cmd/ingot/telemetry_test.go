@@ -50,6 +50,29 @@ func TestTelemetryCLI(t *testing.T) {
 	if out := s.ok("alerts"); !strings.Contains(out, "no alerts") && !strings.Contains(out, "gpu-01") {
 		t.Errorf("alerts:\n%s", out)
 	}
+	// A silence from the CLI: the same rule and event as the dashboard's.
+	if out := s.ok("alerts", "silence", "gpu-01", "inlet-temperature", "--for", "4h", "--reason", "CRAC 3 in repair"); !strings.Contains(out, "inlet-temperature on gpu-01 silenced until") {
+		t.Errorf("alerts silence: %q", out)
+	}
+	if out := s.ok("alerts", "silences"); !strings.Contains(out, "gpu-01") || !strings.Contains(out, "inlet-temperature") || !strings.Contains(out, "CRAC 3 in repair") {
+		t.Errorf("alerts silences:\n%s", out)
+	}
+	if out := s.ok("events", "gpu-01"); !strings.Contains(out, "alert inlet-temperature silenced until") {
+		t.Errorf("events lack the silence:\n%s", out)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gpu-01", "no-such-rule", "--for", "1h"}, `rule "no-such-rule": expected one of`},
+		{[]string{"gpu-01", "inlet-temperature", "--for", "8d"}, `for "8d": expected a duration`},
+		{[]string{"gpu-01", "inlet-temperature", "--for", "200h"}, "at most 168h"},
+		{[]string{"gpu-99", "inlet-temperature", "--for", "1h"}, "gpu-99"},
+	} {
+		if _, _, err := s.run(append([]string{"alerts", "silence"}, bad.args...)...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("alerts silence %v: %v, want an error saying %q", bad.args, err, bad.want)
+		}
+	}
 	if out := s.ok("alerts", "rules", "--recipes-dir", "../../recipes"); !strings.Contains(out, "IngotInletTemperature") {
 		t.Errorf("alerts rules:\n%s", out)
 	}

@@ -40,7 +40,7 @@ func TestOpenAPIMatchesWireTypes(t *testing.T) {
 		wire.Finding{}, wire.Inspection{}, wire.Snapshot{}, wire.InventoryDiff{}, wire.ReimageRequest{}, wire.Plan{},
 		wire.ReimageResult{}, wire.RolloutRequest{}, wire.TokenRequest{}, wire.Token{}, wire.TokenCreated{}, wire.Image{},
 		wire.Version{}, wire.Secret{}, wire.SecretRequest{}, wire.KeyRotation{}, wire.BMCRotateRequest{}, wire.BMCRotation{},
-		wire.Alert{}, wire.Reading{}, wire.PowerReport{}, wire.NodePower{}, wire.RackPower{},
+		wire.Alert{}, wire.SilenceRequest{}, wire.Silence{}, wire.Reading{}, wire.PowerReport{}, wire.NodePower{}, wire.RackPower{},
 		wire.CapacityPlan{}, wire.RackRoom{}, wire.DrillCandidateRequest{}, wire.DrillRequest{}, wire.Drill{}, wire.RecipeReadiness{},
 		wire.FirmwarePlan{}, wire.FirmwareEntry{}, wire.FirmwarePackage{}, wire.FirmwareApplyRequest{}, wire.FirmwareStatus{},
 		wire.FirmwareNodeStatus{}, wire.FirmwareStep{},

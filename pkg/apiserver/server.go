@@ -196,6 +196,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/bmc/rotate", operator, s.postBMCRotate, smallBody},
 		{"POST", "/api/v1/backup", operator, s.postBackup, smallBody},
 		{"GET", "/api/v1/alerts", operator, s.listAlerts, 0},
+		{"GET", "/api/v1/alerts/silences", operator, s.listSilences, 0},
+		{"POST", "/api/v1/alerts/silences", operator, s.postSilence, smallBody},
 		{"GET", "/api/v1/readings", operator, s.listReadings, 0},
 		{"GET", "/api/v1/power/report", operator, s.getPowerReport, 0},
 		{"GET", "/api/v1/plan/capacity", operator, s.getCapacityPlan, 0},

@@ -1,11 +1,15 @@
 package apiserver
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	wire "github.com/ingot-dev/ingot/pkg/api/operator"
+	"github.com/ingot-dev/ingot/pkg/telemetry"
 )
 
 func (s *Server) listAlerts(w http.ResponseWriter, _ *http.Request, _ principal) error {
@@ -14,7 +18,55 @@ func (s *Server) listAlerts(w http.ResponseWriter, _ *http.Request, _ principal)
 		for _, a := range s.telemetry.Alerts() {
 			out = append(out, wire.Alert{Rule: a.Rule, Machine: a.Name, Rack: a.Rack, Recipe: a.Recipe, Severity: a.Severity,
 				State: a.State, Reading: a.Reading, Threshold: a.Threshold, Summary: a.Summary, Action: a.Action,
-				Since: a.Since, FiredAt: a.FiredAt, Silenced: a.Silenced})
+				Since: a.Since, FiredAt: a.FiredAt, Silenced: a.Silenced, SilencedBy: a.SilencedBy, SilencedUntil: a.SilencedUntil})
+		}
+	}
+	writeJSON(w, 200, out)
+	return nil
+}
+
+// errNoTelemetry answers silences on a server that polls no BMCs.
+var errNoTelemetry = &httpError{http.StatusNotImplemented, "this server polls no BMCs (serve --telemetry-interval 0): there are no alerts to silence"}
+
+// postSilence silences one machine's alert of one rule: the same rule
+// (telemetry.Silence) and event as the dashboard's button.
+func (s *Server) postSilence(w http.ResponseWriter, r *http.Request, p principal) error {
+	if s.telemetry == nil {
+		return errNoTelemetry
+	}
+	var req wire.SilenceRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(req.For)
+	if err != nil {
+		return &httpError{http.StatusBadRequest, fmt.Sprintf("for %q: expected a duration such as 4h (at most %s)", req.For, telemetry.MaxSilence)}
+	}
+	m, err := s.fleet.Get(r.Context(), req.Machine)
+	if err != nil {
+		return err
+	}
+	sl, err := s.telemetry.Silence(r.Context(), m.ID, req.Rule, d, actor(p), strings.TrimSpace(req.Reason))
+	if errors.Is(err, telemetry.ErrSilence) {
+		return &httpError{http.StatusBadRequest, err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, 200, wire.Silence{Machine: m.Name, Rule: sl.Rule, Actor: sl.Actor, Reason: sl.Reason, Created: sl.Created, Until: sl.Until})
+	return nil
+}
+
+// listSilences lists the silences in force, soonest to end first.
+func (s *Server) listSilences(w http.ResponseWriter, r *http.Request, _ principal) error {
+	out := []wire.Silence{}
+	if s.telemetry != nil {
+		for _, sl := range s.telemetry.Silences() {
+			name := sl.Machine
+			if m, err := s.fleet.Get(r.Context(), sl.Machine); err == nil {
+				name = m.Name
+			}
+			out = append(out, wire.Silence{Machine: name, Rule: sl.Rule, Actor: sl.Actor, Reason: sl.Reason, Created: sl.Created, Until: sl.Until})
 		}
 	}
 	writeJSON(w, 200, out)

@@ -17,6 +17,22 @@ func (c *Client) Alerts(ctx context.Context) ([]wire.Alert, error) {
 	return out, err
 }
 
+// Silence silences one machine's alert of one rule.
+func (c *Client) Silence(ctx context.Context, req wire.SilenceRequest) (*wire.Silence, error) {
+	var out wire.Silence
+	if _, err := c.do(ctx, http.MethodPost, "/api/v1/alerts/silences", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Silences lists the silences in force.
+func (c *Client) Silences(ctx context.Context) ([]wire.Silence, error) {
+	var out []wire.Silence
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/alerts/silences", nil, &out)
+	return out, err
+}
+
 // Readings lists every polled machine's last BMC readings.
 func (c *Client) Readings(ctx context.Context) ([]wire.Reading, error) {
 	var out []wire.Reading

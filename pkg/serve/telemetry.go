@@ -34,6 +34,7 @@ func newTelemetry(cfg Config, st store.TelemetryStore, fl *fleet.Service, recipe
 		Read:     telemetry.BMCReader(pool, fl.Credentials, telemetry.NewSELReader(telemetry.SELEvery, nil), log),
 		Recipes:  recipes,
 		Event:    func(ctx context.Context, id, msg string) { fl.Note(ctx, id, "alert", "telemetry", msg) },
+		Note:     fl.Note,
 		SEL: func(ctx context.Context, id string, entries []string) {
 			fl.Note(ctx, id, "bmc.sel", "telemetry", selMessage(entries))
 		},

@@ -32,6 +32,9 @@ type Config struct {
 	// Event records an alert transition in the machine's event log (the
 	// fleet); nil: only logged.
 	Event func(ctx context.Context, machineID, message string)
+	// Note records an operator's action on a machine's alerts (a silence:
+	// kind alert.silenced, who, why) in its event log; nil: not recorded.
+	Note func(ctx context.Context, machineID, kind, actor, message string)
 	// SEL records new BMC event log entries of a machine (an event on the
 	// machine); nil: they are only counted.
 	SEL func(ctx context.Context, machineID string, entries []string)

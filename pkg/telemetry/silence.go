@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,9 +44,10 @@ var ErrSilence = errors.New("invalid silence")
 func silenceKey(machineID, rule string) string { return machineID + "\x00" + rule }
 
 // Silence mutes machineID's alert of rule for d (at most MaxSilence),
-// replacing an earlier silence of the same alert, and returns it. The
-// caller records the event (who, why) in the machine's log.
-func (s *Service) Silence(machineID, rule string, d time.Duration, actor, reason string) (Silence, error) {
+// replacing an earlier silence of the same alert, records who and why as
+// an alert.silenced event on the machine (Config.Note), and returns it.
+// The dashboard and the API both come here: one rule for both.
+func (s *Service) Silence(ctx context.Context, machineID, rule string, d time.Duration, actor, reason string) (Silence, error) {
 	if !slices.Contains(RuleNames(), rule) {
 		return Silence{}, fmt.Errorf("%w: rule %q: expected one of %s", ErrSilence, rule, strings.Join(RuleNames(), ", "))
 	}
@@ -58,11 +60,18 @@ func (s *Service) Silence(machineID, rule string, d time.Duration, actor, reason
 	now := s.cfg.Now()
 	sl := Silence{Machine: machineID, Rule: rule, Actor: actor, Reason: reason, Created: now, Until: now.Add(d)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.silences == nil {
 		s.silences = map[string]Silence{}
 	}
 	s.silences[silenceKey(machineID, rule)] = sl
+	s.mu.Unlock()
+	if s.cfg.Note != nil {
+		msg := fmt.Sprintf("alert %s silenced until %s", sl.Rule, sl.Until.UTC().Format(time.RFC3339))
+		if reason != "" {
+			msg += ": " + reason
+		}
+		s.cfg.Note(ctx, machineID, "alert.silenced", actor, msg)
+	}
 	return sl, nil
 }
 

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +44,7 @@ func TestSilenceMutesNotifiersNotEvents(t *testing.T) {
 	clk := &clock{t: t0}
 	var mu sync.Mutex
 	inlet, events := 25.0, 0
+	var notes []string
 	nt := &countingNotifier{}
 	ms := []machine.Machine{{ID: "m-1", Name: "gpu-01", Recipe: "h100", State: machine.StateReady, BMC: machine.BMC{Endpoint: "https://10.0.0.5"}}}
 	svc, err := New(Config{
@@ -55,7 +57,12 @@ func TestSilenceMutesNotifiersNotEvents(t *testing.T) {
 		Recipes: func(string) (*recipe.Recipe, error) {
 			return &recipe.Recipe{Name: "h100", Alerts: recipe.Alerts{InletCelsiusMax: 30, For: recipe.Duration(time.Minute)}}, nil
 		},
-		Event:  func(context.Context, string, string) { mu.Lock(); events++; mu.Unlock() },
+		Event: func(context.Context, string, string) { mu.Lock(); events++; mu.Unlock() },
+		Note: func(_ context.Context, id, kind, actor, msg string) {
+			mu.Lock()
+			notes = append(notes, strings.Join([]string{id, kind, actor, msg}, " | "))
+			mu.Unlock()
+		},
 		Notify: []Notifier{nt},
 		Now:    clk.Now,
 	})
@@ -66,12 +73,16 @@ func TestSilenceMutesNotifiersNotEvents(t *testing.T) {
 		rule string
 		d    time.Duration
 	}{{"no-such-rule", time.Hour}, {"inlet-temperature", 0}, {"inlet-temperature", MaxSilence + time.Second}} {
-		if _, err := svc.Silence("m-1", bad.rule, bad.d, "operator:alice", ""); !errors.Is(err, ErrSilence) {
+		if _, err := svc.Silence(t.Context(), "m-1", bad.rule, bad.d, "operator:alice", ""); !errors.Is(err, ErrSilence) {
 			t.Errorf("Silence(%s, %s): %v, want ErrSilence", bad.rule, bad.d, err)
 		}
 	}
-	if _, err := svc.Silence("m-1", "inlet-temperature", 30*time.Minute, "operator:alice", "CRAC 3 in repair"); err != nil {
+	if _, err := svc.Silence(t.Context(), "m-1", "inlet-temperature", 30*time.Minute, "operator:alice", "CRAC 3 in repair"); err != nil {
 		t.Fatal(err)
+	}
+	wantNote := "m-1 | alert.silenced | operator:alice | alert inlet-temperature silenced until " + t0.Add(30*time.Minute).UTC().Format(time.RFC3339) + ": CRAC 3 in repair"
+	if len(notes) != 1 || notes[0] != wantNote {
+		t.Errorf("notes %q, want one: %q (refused silences record nothing)", notes, wantNote)
 	}
 	poll := func(c float64) {
 		mu.Lock()

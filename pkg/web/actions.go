@@ -73,8 +73,8 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request, sess *session
 // silenceDurations are the lengths the alerts page offers.
 var silenceDurations = []string{"1h", "4h", "24h", "72h", "168h"}
 
-// silence mutes one machine's alert of one rule (telemetry.Silence) and
-// records who and why in the machine's events.
+// silence mutes one machine's alert of one rule (telemetry.Silence, which
+// records who and why in the machine's events).
 func (s *Server) silence(w http.ResponseWriter, r *http.Request, sess *session) error {
 	if s.cfg.Telemetry == nil {
 		return &statusError{http.StatusNotImplemented, "this server polls no BMCs (serve --telemetry-interval 0): there are no alerts to silence"}
@@ -88,15 +88,9 @@ func (s *Server) silence(w http.ResponseWriter, r *http.Request, sess *session) 
 		return &statusError{http.StatusBadRequest, fmt.Sprintf("for %q: expected a duration such as 4h", r.PostFormValue("for"))}
 	}
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	sl, err := s.cfg.Telemetry.Silence(m.ID, r.PostFormValue("rule"), d, sess.Actor(), reason)
-	if err != nil {
+	if _, err := s.cfg.Telemetry.Silence(r.Context(), m.ID, r.PostFormValue("rule"), d, sess.Actor(), reason); err != nil {
 		return err
 	}
-	msg := fmt.Sprintf("alert %s silenced until %s", sl.Rule, sl.Until.UTC().Format(time.RFC3339))
-	if reason != "" {
-		msg += ": " + reason
-	}
-	s.cfg.Fleet.Note(r.Context(), m.ID, "alert.silenced", sess.Actor(), msg)
 	http.Redirect(w, r, Prefix+"alerts", http.StatusSeeOther)
 	return nil
 }

@@ -261,6 +261,29 @@ type Alert struct {
 	Since     time.Time `json:"since"`
 	FiredAt   time.Time `json:"fired_at,omitzero"`
 	Silenced  bool      `json:"silenced,omitempty"`
+	// SilencedBy and SilencedUntil: an operator silenced it (POST
+	// /api/v1/alerts/silences): listed, not delivered to the notifiers.
+	SilencedBy    string    `json:"silenced_by,omitempty"`
+	SilencedUntil time.Time `json:"silenced_until,omitzero"`
+}
+
+// SilenceRequest silences one machine's alert of one rule (POST
+// /api/v1/alerts/silences): For is a Go duration, at most 168h.
+type SilenceRequest struct {
+	Machine string `json:"machine"` // name or ID
+	Rule    string `json:"rule"`
+	For     string `json:"for"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Silence is a silence in force (GET /api/v1/alerts/silences).
+type Silence struct {
+	Machine string    `json:"machine"` // name
+	Rule    string    `json:"rule"`
+	Actor   string    `json:"actor"`
+	Reason  string    `json:"reason,omitempty"`
+	Created time.Time `json:"created"`
+	Until   time.Time `json:"until"`
 }
 
 // Reading is a machine's last BMC poll (GET /api/v1/readings).
