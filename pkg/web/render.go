@@ -174,6 +174,7 @@ func templateFuncs(as *assets) template.FuncMap {
 		"sub":     func(a, b int) int { return a - b },
 		"nonzero": func(t time.Time) bool { return !t.IsZero() },
 		"list":    func(xs ...string) []string { return xs },
+		"machine": machineURL,
 	}
 }
 
