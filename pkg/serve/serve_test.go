@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -139,7 +137,7 @@ func TestFirstStagePins(t *testing.T) {
 			}
 			sum := sha256.Sum256(body)
 			cfg.FirstStagePins = map[string]string{"ipxe.efi": cmp.Or(tc.pin, hex.EncodeToString(sum[:]))}
-			var log lockedBuffer
+			var log lockedBuf
 			d.Logger = slog.New(slog.NewTextHandler(&log, nil))
 			addrs, _ := startRun(t, cfg, d)
 			resp, err := http.Get("http://" + addrs.HTTP.String() + "/boot/ipxe.efi")
@@ -156,22 +154,4 @@ func TestFirstStagePins(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log destination several goroutines write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
