@@ -16,6 +16,11 @@ import (
 	"github.com/ingot-dev/ingot/pkg/initramfs"
 )
 
+// CachePool is the pool that lives beside a cache folder (CACHE/pool):
+// the lab, its tests and `make test-e2e-long` share one, so each locked
+// .deb is fetched once per machine.
+func CachePool(cache string) string { return filepath.Join(cache, "pool") }
+
 // Options are the build's environment, not part of the image definition.
 type Options struct {
 	// Out is the output folder: NAME.raw, NAME.raw.zst, NAME.json.

@@ -39,7 +39,8 @@ func TestE2ELabImageBoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := BuildCached(ctx, s, Options{Cache: initramfs.CacheDir(os.Getenv)})
+	cache := initramfs.CacheDir(os.Getenv)
+	res, err := BuildCached(ctx, s, Options{Cache: cache, Pool: CachePool(cache)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,8 @@ func TestE2EDebianImageBoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := BuildCached(ctx, s, Options{Cache: initramfs.CacheDir(os.Getenv)})
+	cache := initramfs.CacheDir(os.Getenv)
+	res, err := BuildCached(ctx, s, Options{Cache: cache, Pool: CachePool(cache)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestE2ENvidiaImage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("INGOT_E2E_NVIDIA_RAW=%s: %v", raw, err)
 		}
-	} else if res, err = BuildCached(ctx, s, Options{Cache: cache, Pool: filepath.Join(cache, "pool")}); err != nil {
+	} else if res, err = BuildCached(ctx, s, Options{Cache: cache, Pool: CachePool(cache)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("debian-12-nvidia: %s (raw %d bytes, raw.zst %d bytes, sha256 %s), build or cache %s",

@@ -46,7 +46,7 @@ func buildArtifacts(ctx context.Context, cfg Config, imageName, arch, agent stri
 	}
 	// The image's kernel is its lock's (images/NAME/packages.lock), kept
 	// in the lab's pool beside the cache.
-	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, Pool: filepath.Join(cache, "pool")})
+	res, err := image.BuildCached(ctx, is, image.Options{Cache: cache, Pool: image.CachePool(cache)})
 	if err != nil {
 		return nil, fmt.Errorf("lab image %s: %w", imageName, err)
 	}
