@@ -13,6 +13,12 @@ LABDIR ?= /var/lib/ingot-lab
 DEB_OUT ?= dist
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The integration and e2e tiers build only the packages that hold such
+# tests (a test function named ...Integration... or ...E2E...): building
+# every package's test binary under each tag cost minutes of make test.
+tier_pkgs = $(shell grep -rlE '^func Test\w*$(1)' --include='*_test.go' cmd pkg | xargs -r -n1 dirname | sort -u | sed 's|^|./|')
+INTEGRATION_PKGS = $(call tier_pkgs,Integration)
+E2E_PKGS = $(call tier_pkgs,E2E)
 
 .PHONY: help build build-arm64 deb deps test test-unit test-integration test-e2e test-e2e-long fuzz fuzz-short lint bench lab lab-bench lab-down clean
 
@@ -50,10 +56,10 @@ test-unit: ## unit tier, with the race detector
 	CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
 test-integration: build ## namespace tier: real sockets and real clients in network namespaces (root)
-	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -count=1 -p 1 -run 'Integration' -timeout 20m ./...
+	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -count=1 -p 1 -run 'Integration' -timeout 20m $(INTEGRATION_PKGS)
 
 test-e2e: build ## QEMU tier: real VMs network-boot (root; TCG)
-	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m ./...
+	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent $(GO) test -tags e2e -count=1 -p 1 -run 'E2E' -timeout 40m $(E2E_PKGS)
 
 test-e2e-long: deps build build-arm64 ## long QEMU cases, not in `make test`: UEFI HTTP boot beside the site's DHCP; an arm64 VM (AAVMF, TCG) HTTP-boots its agent UKI; debian-12-nvidia built from its lock (DKMS, CUDA samples; cached after the first build) boots and fails first boot without a GPU (root)
 	INGOT_BIN=$(CURDIR)/bin/ingot INGOT_AGENT_BIN=$(CURDIR)/bin/ingot-agent INGOT_AGENT_BIN_ARM64=$(CURDIR)/bin/ingot-agent-arm64 $(GO) test -tags e2e,e2e_long -count=1 -p 1 -run 'UEFIHTTPProxy|E2ELabARM64|E2ENvidiaImage' -timeout 180m -v ./pkg/lab/ ./pkg/image/
