@@ -25,6 +25,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/ingot-dev/ingot/pkg/artifact"
 	"github.com/ingot-dev/ingot/pkg/boot/bootfiles"
 	"github.com/ingot-dev/ingot/pkg/ratelimit"
 	"github.com/ingot-dev/ingot/pkg/tokenlife"
@@ -352,9 +353,7 @@ func (c Config) Pins() map[string]string {
 
 // validatePins checks every pin is a sha256 (64 hex digits) or off.
 func (c Config) validatePins() error {
-	isSum := func(s string) bool {
-		return len(s) == 64 && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
-	}
+	isSum := func(s string) bool { return artifact.ValidSHA256(strings.ToLower(s)) }
 	names := make([]string, 0, len(c.FirstStagePins))
 	for name := range c.FirstStagePins {
 		names = append(names, name)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -366,7 +367,7 @@ func (s *Service) Alerts() []Alert {
 			out = append(out, c)
 		}
 	}
-	out = append(out, s.serviceAlertsLocked()...)
+	out = slices.AppendSeq(out, maps.Values(s.services)) // service alerts (servicealert.go)
 	slices.SortFunc(out, func(a, b Alert) int {
 		if a.State != b.State {
 			return strings.Compare(a.State, b.State) // firing < pending

@@ -45,12 +45,3 @@ func (s *Service) SetServiceAlert(ctx context.Context, a Alert, firing bool) {
 		}()
 	}
 }
-
-// serviceAlertsLocked lists the firing service alerts (s.mu held).
-func (s *Service) serviceAlertsLocked() []Alert {
-	out := make([]Alert, 0, len(s.services))
-	for _, a := range s.services {
-		out = append(out, a)
-	}
-	return out
-}
