@@ -413,6 +413,11 @@ func TestIntegrationTwoInstancesTakeOver(t *testing.T) {
 		}
 		c.cmd.Process.Signal(syscall.SIGSTOP)
 		stopped := time.Now()
+		// kill(2) wakes one thread of c; the others stop only once that
+		// one has run. Released before then, a thread of c still running
+		// under load took the override's answer and power cycled (a
+		// failure seen beside stress-ng): c is stopped when all are.
+		waitStopped(t, c.cmd.Process.Pid, 10*time.Second)
 		close(bmc.release) // the override lands; c does not run
 		g.waitJob(id, "taken over by b", 30*time.Second, func(_ *store.Job, owner string) bool { return strings.HasPrefix(owner, "ingot-b/") })
 		t.Logf("b took the job over %s after c's SIGSTOP (TTL %s)", time.Since(stopped).Round(time.Millisecond), groupTTL)
@@ -448,4 +453,45 @@ func TestIntegrationTwoInstancesTakeOver(t *testing.T) {
 		}
 		t.Logf("c refused a BMC call itself: %v", strings.Contains(log, "BMC call not made: this instance may no longer own the job"))
 	})
+}
+
+// waitStopped waits until every thread of process pid is in state T
+// (stopped by a signal): a SIGSTOP reaches the threads one by one.
+func waitStopped(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	deadline := time.Now().Add(within)
+	for {
+		states, err := threadStates(dir)
+		if err == nil && len(states) > 0 && strings.Trim(states, "T") == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d: threads not all stopped within %s (states %q, %v)", pid, within, states, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// threadStates is the state letter of each thread under dir
+// (/proc/PID/task), from the field after the command's closing ")" of
+// its stat file.
+func threadStates(dir string) (string, error) {
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var states []byte
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) {
+			return "", fmt.Errorf("%s/%s/stat: no state after the command: %q", dir, task.Name(), b)
+		}
+		states = append(states, b[i+2])
+	}
+	return string(states), nil
 }
