@@ -21,6 +21,10 @@ type startGate struct {
 	mu     sync.Mutex
 	starts map[string][]time.Time // rack -> power-ons within settle
 	settle time.Duration
+	// granted, when set, is told each start as it is counted (under the
+	// lock, at the instant recorded): tests judge the stagger by the
+	// gate's own instants, not by when a goroutine ran after.
+	granted func(rack string, at time.Time)
 }
 
 // startSlot waits until m's rack has room for one more start, then counts
@@ -42,7 +46,7 @@ func (e *Engine) startSlot(ctx context.Context, m *machine.Machine, r *recipe.Re
 	slots := max(1, int(margin)/r.Power.LoadWatts)
 	told := false
 	for {
-		wait, ok := e.gate.take(m.Rack, slots, e.now())
+		wait, ok := e.gate.take(m.Rack, slots, e.now)
 		if ok {
 			return nil
 		}
@@ -62,10 +66,14 @@ func (e *Engine) startSlot(ctx context.Context, m *machine.Machine, r *recipe.Re
 }
 
 // take counts a start in rack when fewer than slots started within settle
-// of now; else it says how long until the oldest of them settles.
-func (g *startGate) take(rack string, slots int, now time.Time) (time.Duration, bool) {
+// of now; else it says how long until the oldest of them settles. The
+// clock is read under the lock: a start is recorded at the instant it is
+// granted, in order (read before, a caller held up on the lock recorded an
+// earlier instant than the start it made).
+func (g *startGate) take(rack string, slots int, clock func() time.Time) (time.Duration, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	now := clock()
 	if g.starts == nil {
 		g.starts = map[string][]time.Time{}
 	}
@@ -80,5 +88,8 @@ func (g *startGate) take(rack string, slots int, now time.Time) (time.Duration, 
 		return g.settle - now.Sub(kept[0]), false
 	}
 	g.starts[rack] = append(kept, now)
+	if g.granted != nil {
+		g.granted(rack, now)
+	}
 	return 0, true
 }
