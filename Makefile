@@ -8,6 +8,9 @@ export CGO_ENABLED ?= 0
 FUZZTIME ?= 5s
 LONGFUZZ ?= 10m
 LABDIR ?= /var/lib/ingot-lab
+# LAB_STORE=etcd runs the lab's ingot on a one-member etcd inside the lab's
+# namespace (default: the embedded bbolt file).
+LAB_STORE ?=
 # make deb: the packages are dated by the commit, so one commit gives the same bytes
 # (from a checkout or from its source tarball: -buildvcs=false; the version is in -X main.version).
 DEB_OUT ?= dist
@@ -74,7 +77,7 @@ bench: build ## benchmarks side by side with peers (dnsmasq, kea, tftpd-hpa, ngi
 	INGOT_BIN=$(CURDIR)/bin/ingot $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count 1 -p 1 -timeout 60m ./...
 
 lab: deps build ## network-boot QEMU VMs in a namespace, provision them, reimage one (root)
-	./bin/ingot lab up --dir $(LABDIR)
+	./bin/ingot lab up --dir $(LABDIR) $(if $(LAB_STORE),--store $(LAB_STORE))
 
 lab-bench: deps build ## time to restore through the BMC (kexec and reboot hand-offs) and warm, with a simulated 30 s POST; ratios to reboot (root)
 	./bin/ingot lab up --dir $(LABDIR)-bench --simulate-post 30s; rc=$$?; ./bin/ingot lab down --dir $(LABDIR)-bench; exit $$rc

@@ -59,7 +59,7 @@ func runAdmin(ctx context.Context, e *env, args []string) error {
 		return errUsage
 	}
 	fs := e.flagSet("admin "+args[0], "admin "+args[0]+" ... [--db PATH]")
-	db := fs.String("db", defaultStorePath, "the store: a bbolt file path or a store URL (bolt:///PATH)")
+	db := fs.String("db", defaultStorePath, "the store: a bbolt file path or a store URL (bolt:///PATH, etcd://HOST:2379,HOST:2379/PREFIX)")
 	output := fs.String("o", "table", "output format: table, json or yaml")
 	scope := fs.String("scope", fleet.ScopeOperator, "token scope: operator or read-only")
 	ttl := fs.Duration("ttl", 0, "token lifetime (0: until revoked)")

@@ -50,10 +50,11 @@ func runLab(ctx context.Context, e *env, args []string) error {
 }
 
 func runLabUp(ctx context.Context, e *env, args []string) error {
-	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi,uefi-pxe,uefi-http,arm64] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--simulate-post 30s] [--reimage=true]")
+	fs := e.flagSet("lab up", "lab up [--dir DIR] [--vms bios,uefi,uefi-pxe,uefi-http,arm64] [--recipe lab-qemu] [--site-dhcp dnsmasq] [--store bolt|etcd|etcd://...] [--simulate-post 30s] [--reimage=true]")
 	dir := fs.String("dir", "/var/lib/ingot-lab", "where the lab keeps disks, logs and its database")
 	post := fs.Duration("simulate-post", 0, "make every firmware start of a VM wait this long, as a server's POST does (e.g. 30s), to compare kexec, reboot and warm reimages")
 	siteDHCP := fs.String("site-dhcp", "", "run a real dnsmasq as the site's DHCP server on the lab network and ingot in proxy mode beside it (default: ingot's own DHCP, full mode)")
+	store := fs.String("store", "", "where ingot serve keeps its records: bolt (default: the embedded file in DIR/data), etcd (the lab runs a one-member etcd inside its namespace, Debian's etcd-server), or an etcd:// URL reachable from inside the lab's namespace")
 	vms := fs.String("vms", "bios", "comma-separated firmware of each VM: bios (SeaBIOS) or uefi (OVMF); uefi-pxe = OVMF's own PXE without a NIC ROM; uefi-http = OVMF's own HTTP boot of the agent UKI (PXE off, no TFTP, no iPXE); arm64 = an arm64 QEMU virt VM (TCG) whose AAVMF HTTP-boots its arm64 agent UKI, enrolled with --recipe-arm64")
 	recipeName := fs.String("recipe", "lab-qemu", "the recipe the VMs are enrolled with; its os.image.name picks the image (a folder of images/) and its non-boot disk rules the VMs' data disks (lab-burnin: real stress-ng, fio and iperf3 burn-in, boot two VMs)")
 	reimage := fs.Bool("reimage", true, "after provisioning, reimage the first VM three ways (kexec hand-off, reboot hand-off, warm) and print the times to restore")
@@ -98,7 +99,7 @@ func runLabUp(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, AgentBinaryARM64: *agentARM64, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP, POST: *post,
+	l, err := lab.Up(ctx, lab.Config{Dir: *dir, Binary: self, AgentBinary: *agent, AgentBinaryARM64: *agentARM64, RepoRoot: *repo, VMs: specs, SiteDHCP: *siteDHCP, Store: *store, POST: *post,
 		Recipe: *recipeName, RecipeARM64: *recipeARM64, DiskBytes: 1 << 30, Out: e.stdout, Getenv: e.getenv})
 	if err != nil {
 		return err

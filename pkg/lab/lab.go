@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -77,6 +78,10 @@ type Config struct {
 	// (its own namespace, on the lab's bridge) and ingot in proxy mode
 	// beside it; "" ingot's own DHCP in full mode.
 	SiteDHCP string
+	// Store is where serve keeps its records: "" or "bolt" the embedded
+	// default; StoreEtcd a one-member etcd the lab runs inside its
+	// namespace; an etcd:// URL a cluster reachable from inside it.
+	Store string
 	// POST is a simulated power-on self-test: every firmware start of a
 	// VM waits this long (0: none; QEMU's firmware starts in about a
 	// second, a GPU server's POST takes 5-15 minutes).
@@ -168,6 +173,9 @@ func (c *Config) defaults() {
 }
 
 func (c *Config) validate() error {
+	if err := validStore(c.Store); err != nil {
+		return err
+	}
 	switch c.SiteDHCP {
 	case "", "dnsmasq":
 	default:
@@ -212,7 +220,7 @@ func Up(ctx context.Context, cfg Config) (*Lab, error) {
 	}
 	// A lab starts from nothing: what an earlier lab left (its database,
 	// disks, recipes) is removed. Only the lab's own subfolders are touched.
-	for _, sub := range []string{"data", "recipes", "vms", "bmc"} {
+	for _, sub := range []string{"data", "recipes", "vms", "bmc", "etcd"} {
 		if err := os.RemoveAll(filepath.Join(cfg.Dir, sub)); err != nil {
 			return nil, err
 		}
@@ -399,9 +407,7 @@ func (l *Lab) spawnIn(ns, name, program string, args ...string) (int, error) {
 // Down stops every process of the lab and removes its namespace.
 func (l *Lab) Down() error {
 	var errs []error
-	for _, pid := range l.State.Pids {
-		stopPid(pid)
-	}
+	stopPids(l.State.Pids)
 	l.State.Pids = nil
 	_ = os.RemoveAll(lldpdDir(l.State.Namespace))
 	for _, n := range []*netns.NS{l.site, l.ns} {
@@ -423,9 +429,7 @@ func Down(dir string) error {
 		if lerr != nil {
 			return lerr
 		}
-		for _, pid := range st.Pids {
-			stopPid(pid)
-		}
+		stopPids(st.Pids)
 		if st.SiteNamespace != "" {
 			if site, err := netns.Open(st.SiteNamespace); err == nil {
 				_ = site.Close()
@@ -436,6 +440,14 @@ func Down(dir string) error {
 		return nil
 	}
 	return l.Down()
+}
+
+// stopPids stops the lab's processes, the last started first: serve
+// before the store and the BMCs it uses.
+func stopPids(pids []int) {
+	for _, pid := range slices.Backward(pids) {
+		stopPid(pid)
+	}
 }
 
 func stopPid(pid int) {

@@ -48,11 +48,16 @@ func (l *Lab) start(ctx context.Context) error {
 		// with boot options and no address (proxyDHCP, ports 67 and 4011).
 		dhcp = []string{"--dhcp", "proxy"}
 	}
+	store, err := l.storeArgs(ctx)
+	if err != nil {
+		return err
+	}
 	l.State.ServeArgs = append([]string{"serve", "--interface", Bridge, "--data", data,
 		"--recipes", filepath.Join(l.cfg.Dir, "recipes")}, append(dhcp,
 		"--http-addr", fmt.Sprintf("%s:%d", ServerIP, httpPort), "--api-addr", fmt.Sprintf("%s:%d", ServerIP, apiPort),
 		"--discovery-cmdline", "console=ttyS0",
 		"--bmc-credentials-dir", l.cfg.Dir)...)
+	l.State.ServeArgs = append(l.State.ServeArgs, store...)
 	if err := l.StartServe(ctx); err != nil {
 		return err
 	}
