@@ -80,8 +80,9 @@ func newGroup(t *testing.T) *group {
 	return g
 }
 
-// start runs `ingot serve` as instance name of the group.
-func (g *group) start(name string) *instance {
+// start runs `ingot serve` as instance name of the group; extra flags
+// come last (a flag given twice takes the last value).
+func (g *group) start(name string, extra ...string) *instance {
 	t := g.t
 	t.Helper()
 	in := &instance{name: name, data: t.TempDir(), http: freePort(t), api: freePort(t), log: &lockedBuffer{}, done: make(chan error, 1)}
@@ -93,6 +94,7 @@ func (g *group) start(name string) *instance {
 		"--api-url", "https://"+in.api, "--data", in.data, "--recipes", g.recipes, "--bmc-credentials-dir", g.credDir,
 		"--secret-key-file", g.keyFile, "--agent-binding", "first-use", "--telemetry-interval", "0", "--inventory-refresh", "0",
 		"--log-level", "info")
+	in.cmd.Args = append(in.cmd.Args, extra...)
 	in.cmd.Env = append(os.Environ(), "INGOT_TEST_AS_INGOT=1")
 	in.cmd.Stdout, in.cmd.Stderr = in.log, in.log
 	if err := etcdtest.StartProcess(in.cmd); err != nil {
@@ -494,4 +496,60 @@ func threadStates(dir string) (string, error) {
 		states = append(states, b[i+2])
 	}
 	return string(states), nil
+}
+
+// TestIntegrationRecipesDiffer: two `ingot serve` instances on one etcd
+// prefix whose recipes folders differ (b lacks one recipe): each
+// publishes the recipes it has in force, and `GET /api/v1/alerts` on a
+// shows the service alert recipes-differ naming the recipe and both
+// instances; when b stops (its lease revoked, its entry gone), a's alert
+// clears.
+func TestIntegrationRecipesDiffer(t *testing.T) {
+	g := newGroup(t)
+	fewer := filepath.Join(t.TempDir(), "recipes")
+	if err := os.CopyFS(fewer, os.DirFS(g.recipes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(fewer, "gpu-infer-l40sx4-debian.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	// Telemetry on (its service alerts are what `ingot alerts` lists),
+	// polling rarely: there are no machines.
+	a := g.start("ingot-a", "--telemetry-interval", "1h")
+	b := g.start("ingot-b", "--telemetry-interval", "1h", "--recipes", fewer)
+	raw, err := os.ReadFile(filepath.Join(a.data, wire.BootstrapTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(raw))
+	differ := func() (string, bool) {
+		var alerts []wire.Alert
+		if err := a.call(tok, "GET", "/api/v1/alerts", nil, &alerts); err != nil {
+			t.Fatal(err)
+		}
+		for _, al := range alerts {
+			if al.Rule == "recipes-differ" {
+				return al.Summary, true
+			}
+		}
+		return "", false
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("a: %s not within 30 s:\n%s", what, a.log)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitFor("the recipes-differ alert", func() bool { _, ok := differ(); return ok })
+	summary, _ := differ()
+	if !strings.Contains(summary, "gpu-infer-l40sx4-debian (") || !strings.Contains(summary, "absent on ingot-b") ||
+		!strings.Contains(summary, " on ingot-a;") || strings.Contains(summary, "gpu-train-h100x8") {
+		t.Errorf("a's recipes-differ alert says %q; want gpu-infer-l40sx4-debian named, absent on ingot-b, and nothing else", summary)
+	}
+	b.cmd.Process.Signal(syscall.SIGTERM) // it leaves the group as it stops (the cleanup waits for it)
+	waitFor("the recipes-differ alert cleared after b stopped", func() bool { _, ok := differ(); return !ok })
 }

@@ -92,6 +92,21 @@ func (c *Catalog) Names() []string {
 	return nil
 }
 
+// Digests maps each recipe in force to its digest (recipe.Recipe.Digest):
+// what instances sharing a store compare.
+func (c *Catalog) Digests() map[string]string {
+	snap := c.current.Load()
+	if snap.set == nil {
+		return map[string]string{}
+	}
+	out := map[string]string{}
+	for _, n := range snap.set.Names() {
+		r, _ := snap.set.Get(n)
+		out[n] = r.Digest()
+	}
+	return out
+}
+
 // Reload loads the folder again; when it does not lint, the recipes in
 // force stay and the error lists every problem as file:line.
 func (c *Catalog) Reload() error {

@@ -56,6 +56,48 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// Digests are the recipes in force, each at its digest; a reload that
+// changes a recipe changes its digest alone, and one that does not lint
+// changes none.
+func TestDigests(t *testing.T) {
+	none, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := none.Digests(); len(got) != 0 {
+		t.Errorf("no folder: Digests() = %v, want none", got)
+	}
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", "name: a\nversion: 1.0.0\n")
+	write(t, dir, "b.yaml", "name: b\nversion: 1.0.0\n")
+	c, err := New(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Digests()
+	for _, n := range []string{"a", "b"} {
+		r, _ := c.Get(n)
+		if before[n] != r.Digest() || len(before[n]) != 64 {
+			t.Errorf("Digests()[%s] = %q, want the recipe's digest %q", n, before[n], r.Digest())
+		}
+	}
+	write(t, dir, "a.yaml", "name: a\nversion: 1.1.0\n")
+	if err := c.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	after := c.Digests()
+	if after["a"] == before["a"] || after["b"] != before["b"] || len(after) != 2 {
+		t.Errorf("after changing a: %v (before %v); want a's digest changed, b's kept", after, before)
+	}
+	write(t, dir, "b.yaml", "name: b\nversion: 1.0.0\nhardware:\n  gpus:\n    - count: many\n")
+	if c.Reload() == nil {
+		t.Fatal("a folder that does not lint reloaded")
+	}
+	if got := c.Digests(); got["b"] != after["b"] {
+		t.Errorf("a reload that failed changed b's digest: %v", got)
+	}
+}
+
 // Run reloads when the folder changes and when a signal arrives.
 func TestRunReloads(t *testing.T) {
 	dir := t.TempDir()

@@ -34,6 +34,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Maintenance is what the leader runs (see Maintenance).
 	Maintenance Maintenance
+	// Recipes, when set, is the recipes this instance has in force (name
+	// -> digest); the instances compare theirs (recipes.go).
+	Recipes func() map[string]string
+	// RecipesDiffer is told when the live instances' recipes stop or start
+	// agreeing (firing with a summary naming recipes and instances).
+	RecipesDiffer func(ctx context.Context, firing bool, summary string)
 }
 
 // Node is this instance in its group. Build it with Join; Run keeps it
@@ -121,6 +127,9 @@ func (n *Node) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { n.es.WatchMembers(ctx, n.ring.set) })
 	wg.Go(func() { n.lead(ctx) })
+	if n.cfg.Recipes != nil {
+		wg.Go(func() { n.shareRecipes(ctx) })
+	}
 	n.stayJoined(ctx)
 	wg.Wait()
 	if m := n.current(); m != nil {

@@ -156,22 +156,35 @@ func (c *Parts) joinGroup(ctx context.Context) (err error) {
 	if compact == 0 {
 		compact = -1 // never
 	}
+	// The etcd quota alarm (the maintenance leader's) and a difference
+	// between the instances' recipe folders (new jobs would start from
+	// different recipes depending on which instance takes them).
+	quota := c.serviceAlert(telemetry.Alert{Rule: "etcd-quota", Name: "etcd store", Severity: "critical",
+		Action: "the leader compacts and defragments on its schedule; if the alert stays, raise etcd's --quota-backend-bytes " +
+			"(8 GiB at most) and quota= in the store URL, or find what grows (README: The etcd store, what the store holds)"})
+	recipes := c.serviceAlert(telemetry.Alert{Rule: "recipes-differ", Name: "recipes", Severity: "warning",
+		Action: "give every instance the same recipes folder (deploy it to all of them from the repository); " +
+			"a job keeps the recipe pinned when it started, so only new jobs differ"})
 	c.Node, err = scaleout.Join(ctx, c.Store, scaleout.Config{Name: c.cfg.Instance, TTL: c.cfg.InstanceTTL,
-		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact, Alert: c.quotaAlert}})
+		Logger: c.log.With("service", "scale-out"), Maintenance: scaleout.Maintenance{CompactEvery: compact, Alert: quota},
+		Recipes: c.recipes.Digests, RecipesDiffer: recipes})
 	return err
 }
 
-// quotaAlert turns the maintenance leader's quota alarm into a service
-// alert (ingot alerts, the dashboard, the notifiers). It runs only once
-// Build is done (the leader's loop is a service), so c.tel is settled;
-// without telemetry the leader's log line is the record.
-func (c *Parts) quotaAlert(ctx context.Context, firing bool, summary string) {
-	if c.tel == nil {
-		return
+// serviceAlert is a scale-out callback that fires or clears the service
+// alert a (ingot alerts, the dashboard, the notifiers) with the summary it
+// is given. It runs only once Build is done (scale-out's loops are a
+// service), so c.tel is settled; without telemetry the log line scale-out
+// writes is the record.
+func (c *Parts) serviceAlert(a telemetry.Alert) func(ctx context.Context, firing bool, summary string) {
+	return func(ctx context.Context, firing bool, summary string) {
+		if c.tel == nil {
+			return
+		}
+		a := a
+		a.Summary = summary
+		c.tel.SetServiceAlert(ctx, a, firing)
 	}
-	c.tel.SetServiceAlert(ctx, telemetry.Alert{Rule: "etcd-quota", Name: "etcd store", Severity: "critical", Summary: summary,
-		Action: "the leader compacts and defragments on its schedule; if the alert stays, raise etcd's --quota-backend-bytes " +
-			"(8 GiB at most) and quota= in the store URL, or find what grows (README: The etcd store, what the store holds)"}, firing)
 }
 
 func (c *Parts) openArtifacts(context.Context) (err error) {

@@ -13,7 +13,8 @@ import (
 
 // SetServiceAlert fires a (State Firing, FiredAt now) or clears the
 // service alert a.Rule; the change is delivered to every notifier. Setting
-// what is already so does nothing.
+// what is already so delivers nothing; a firing alert set firing again
+// takes the new summary (which recipes differ, how full the store is).
 func (s *Service) SetServiceAlert(ctx context.Context, a Alert, firing bool) {
 	now := s.cfg.Now()
 	a.Machine = ""
@@ -23,7 +24,14 @@ func (s *Service) SetServiceAlert(ctx context.Context, a Alert, firing bool) {
 	}
 	old, was := s.services[a.Rule]
 	switch {
-	case firing == was:
+	case firing && was:
+		// Still firing: what it says may have changed (which recipes
+		// differ); it is the same alert, nobody is told again.
+		a.State, a.Since, a.FiredAt = Firing, old.Since, old.FiredAt
+		s.services[a.Rule] = a
+		s.mu.Unlock()
+		return
+	case !firing && !was:
 		s.mu.Unlock()
 		return
 	case firing:

@@ -51,11 +51,19 @@ func TestServiceAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := Alert{Rule: "etcd-quota", Name: "etcd store", Severity: "critical", Summary: "etcd database 1700 MiB of its 2048 MiB quota"}
+	fired := now
 	s.SetServiceAlert(t.Context(), a, true)
+	now = now.Add(time.Minute)
 	s.SetServiceAlert(t.Context(), a, true) // already firing: nothing new
+	b := a
+	b.Summary = "etcd database 1800 MiB of its 2048 MiB quota"
+	s.SetServiceAlert(t.Context(), b, true) // still firing: it says the new summary, nobody is told again
 	got := s.Alerts()
-	if len(got) != 1 || got[0].Rule != "etcd-quota" || got[0].State != Firing || got[0].Machine != "" || !got[0].FiredAt.Equal(now) {
-		t.Fatalf("Alerts() = %+v, want the firing etcd-quota alert without a machine", got)
+	if len(got) != 1 || got[0].Rule != "etcd-quota" || got[0].State != Firing || got[0].Machine != "" || !got[0].FiredAt.Equal(fired) {
+		t.Fatalf("Alerts() = %+v, want the firing etcd-quota alert without a machine, fired at %s", got, fired)
+	}
+	if got[0].Summary != b.Summary {
+		t.Errorf("the firing alert says %q, want its latest summary %q", got[0].Summary, b.Summary)
 	}
 	if trs := rec.wait(t, 1); !trs[0].Fired || trs[0].Alert.Name != "etcd store" {
 		t.Errorf("delivered %+v, want the alert fired", trs[0])

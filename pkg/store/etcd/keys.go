@@ -40,6 +40,8 @@ import (
 //	P tn/<machine>             telemetry node state (opaque bytes)
 //	P tp/<machine>/<day>       power day (opaque bytes)
 //	P ts/<machine>/<day>       daily power summary (opaque bytes)
+//	P rcp/<instance name>      the recipes an instance has in force, recipe
+//	                           name -> digest, under its member lease
 //
 // The name keys (k/name/<name>) are also the name index ListMachines
 // pages through: a page reads its names and then their records, never the
@@ -109,6 +111,8 @@ func (k keys) nodes() string                          { return k.p + "tn/" }
 func (k keys) node(machine string) string             { return k.nodes() + machine }
 func (k keys) powerDays() string                      { return k.p + "tp/" }
 func (k keys) powerSums() string                      { return k.p + "ts/" }
+func (k keys) recipes(instance string) string         { return k.recipesAll() + instance }
+func (k keys) recipesAll() string                     { return k.p + "rcp/" }
 
 // day is the key of a machine's day under a telemetry prefix (powerDays or
 // powerSums).
