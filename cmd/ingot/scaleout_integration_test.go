@@ -360,6 +360,10 @@ func pinned(t *testing.T, base, token, ca string) *api.AgentClient {
 // the hand-off and finishes the job: the BMC saw a's network boot step
 // once and b's hand-off once.
 //
+// rollout SIGKILL: instance d drives a two-wave rollout; killed during
+// wave 1, b takes the rollout and its reimage over and runs both waves to
+// the end; each machine's BMC saw each step once.
+//
 // SIGSTOP: instance c is in the middle of a reimage's BMC step: its
 // network-boot override has reached the BMC (held there while c is
 // stopped), its power cycle not yet. Past the TTL b takes the job over,
@@ -400,6 +404,55 @@ func TestIntegrationTwoInstancesTakeOver(t *testing.T) {
 		}
 		if got, want := strings.Join(bmc.list(), ","), netboot+","+handoff; got != want {
 			t.Errorf("the BMC saw %s; want %s (a's step, then b's, each once)", got, want)
+		}
+	})
+
+	// A rollout is a job too: instance d drives it (wave 1 started, its
+	// reimage through the BMC step); SIGKILLed, b takes the rollout and
+	// the wave's reimage over, finishes wave 1 and runs wave 2 itself.
+	t.Run("rollout SIGKILL", func(t *testing.T) {
+		d := g.start("ingot-d")
+		n3, bmc3 := g.enrol(3)
+		n4, bmc4 := g.enrol(4)
+		var job wire.Job
+		if err := d.call(tok, "POST", "/api/v1/rollouts", wire.RolloutRequest{Recipe: "gpu-train-h100x8", Machines: []string{n3.name, n4.name},
+			Canary: 1, Batch: 1, MaxFailures: 0, Reason: "scale-out test"}, &job); err != nil {
+			t.Fatal(err)
+		}
+		// child is the reimage job the rollout started for n.
+		child := func(j *store.Job, n *hgxNode) string {
+			var st engine.RolloutStatus
+			if json.Unmarshal(j.Status, &st) != nil {
+				return ""
+			}
+			return st.Jobs[n.id]
+		}
+		var first string
+		g.waitJob(job.ID, "driving wave 1, owned by d", 30*time.Second, func(j *store.Job, owner string) bool {
+			first = child(j, n3)
+			return first != "" && strings.HasPrefix(owner, "ingot-d/")
+		})
+		g.waitJob(first, "at boot", 30*time.Second, func(j *store.Job, _ string) bool { return j.Step == engine.StepBoot })
+		killed := time.Now()
+		d.cmd.Process.Kill()
+		g.waitJob(job.ID, "taken over by b", 30*time.Second, func(_ *store.Job, owner string) bool { return strings.HasPrefix(owner, "ingot-b/") })
+		t.Logf("b took the rollout over %s after d's SIGKILL (TTL %s)", time.Since(killed).Round(time.Millisecond), groupTTL)
+		for _, n := range []*hgxNode{n3, n4} {
+			var id string
+			g.waitJob(job.ID, "a reimage of "+n.name, 60*time.Second, func(j *store.Job, _ string) bool { id = child(j, n); return id != "" })
+			g.waitJob(id, "at boot", 30*time.Second, func(j *store.Job, _ string) bool { return j.Step == engine.StepBoot })
+			task := bootAgent(ctx, t, b, n)
+			g.waitJob(id, "at first boot", 30*time.Second, func(j *store.Job, _ string) bool { return j.Step == engine.StepFirstBoot })
+			firstBoot(ctx, t, b, n, task)
+		}
+		j := g.waitJob(job.ID, "ended", 60*time.Second, func(j *store.Job, _ string) bool { return j.State != store.JobRunning })
+		if j.State != store.JobSucceeded {
+			t.Fatalf("rollout %s ended %s: %s", job.ID, j.State, j.Reason)
+		}
+		for n, bmc := range map[string]*bmcLog{n3.name: bmc3, n4.name: bmc4} {
+			if got, want := strings.Join(bmc.list(), ","), netboot+","+handoff; got != want {
+				t.Errorf("%s's BMC saw %s; want %s (each step once)", n, got, want)
+			}
 		}
 	})
 
