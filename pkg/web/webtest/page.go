@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,11 +82,33 @@ func (p *Page) Call(ctx context.Context, method string, params, out any) error {
 }
 
 // Loaded runs action (a navigation, a click that submits a form) and
-// waits for the page it leads to to fire its load event.
+// waits for the page it leads to to fire its load event: the first load
+// event after a new document committed in the main frame
+// (Page.frameNavigated without a parent). A load event alone could be the
+// page being left, still loading when the action began (one a script
+// moved to and nothing waited for); the document it belongs to is gone
+// once the new one commits, so none of its events come after that.
 func (p *Page) Loaded(ctx context.Context, action func() error) error {
 	loaded := make(chan struct{}, 1)
+	var committed atomic.Bool
 	stop := p.c.listen(func(ev event) {
-		if ev.SessionID == p.session && ev.Method == "Page.loadEventFired" {
+		if ev.SessionID != p.session {
+			return
+		}
+		switch ev.Method {
+		case "Page.frameNavigated":
+			var e struct {
+				Frame struct {
+					ParentID string `json:"parentId"`
+				} `json:"frame"`
+			}
+			if json.Unmarshal(ev.Params, &e) == nil && e.Frame.ParentID == "" {
+				committed.Store(true)
+			}
+		case "Page.loadEventFired":
+			if !committed.Load() {
+				return // the page being left
+			}
 			select {
 			case loaded <- struct{}{}:
 			default:
