@@ -57,6 +57,10 @@ type instance struct {
 	cmd                   *exec.Cmd
 	log                   *lockedBuffer
 	done                  chan error
+	// hc is the client once the instance answers: one transport, its
+	// connections reused (a client a call leaves idle connections open,
+	// and serve caps connections per address).
+	hc *http.Client
 }
 
 const groupTTL = 5 * time.Second
@@ -118,6 +122,7 @@ func (g *group) start(name string, extra ...string) *instance {
 		if resp, err := in.client().Get("https://" + in.api + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
+				in.hc = in.client()
 				return in
 			}
 		}
@@ -130,6 +135,9 @@ func (g *group) start(name string, extra ...string) *instance {
 
 // client trusts the instance's own CA.
 func (in *instance) client() *http.Client {
+	if in.hc != nil {
+		return in.hc
+	}
 	pool := x509.NewCertPool()
 	if b, err := os.ReadFile(filepath.Join(in.data, "tls", "ca.pem")); err == nil {
 		pool.AppendCertsFromPEM(b)

@@ -43,6 +43,9 @@ func (l *Lab) storeArgs(ctx context.Context) ([]string, error) {
 	case s == "" || s == "bolt":
 		return nil, nil
 	case s != StoreEtcd:
+		// The lab clears what it owns (DIR/etcd for its own member), not
+		// a cluster of the operator's.
+		fmt.Fprintf(l.cfg.Out, "lab: ingot keeps its records at %s as they are: what an earlier lab left under that prefix stays (give a fresh prefix for a lab from nothing)\n", s)
 		return []string{"--db", s}, nil
 	}
 	bin, err := exec.LookPath("etcd")

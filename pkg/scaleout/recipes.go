@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -23,32 +24,71 @@ import (
 // with what it last published (the catalog checks its folder every 2 s).
 const recipesEvery = 2 * time.Second
 
+// recipesSettle is how long the instances must differ before it is said:
+// a folder deployed host after host differs for a moment on every
+// instance, and an instance that joined again is missing until it
+// publishes.
+const recipesSettle = 10 * time.Second
+
 // shareRecipes publishes this instance's recipes and judges everyone's,
-// until ctx ends.
+// until ctx ends. RecipesDiffer fires once a difference has lasted
+// recipesSettle (again when what differs changes) and clears, with the
+// last summary it fired with, as soon as they agree.
 func (n *Node) shareRecipes(ctx context.Context) {
-	last := ""
-	judge := func(by map[string]map[string]string) {
-		summary := recipeDifferences(by)
-		if summary == last {
+	var mu sync.Mutex
+	seen := "" // the difference the watch saw last ("": none)
+	wake := make(chan struct{}, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		n.es.WatchRecipes(ctx, func(by map[string]map[string]string) {
+			s := recipeDifferences(by)
+			mu.Lock()
+			seen = s
+			mu.Unlock()
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+	})
+	wg.Go(func() { n.publishRecipes(ctx) })
+	defer wg.Wait()
+	var since time.Time // when the instances started to differ
+	told := ""          // the summary RecipesDiffer fired with ("": not firing)
+	t := time.NewTicker(recipesEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-wake:
+		case <-t.C:
 		}
-		last = summary
-		if summary != "" {
-			n.log.Warn("recipes differ between the instances sharing the store", "summary", summary)
-		} else {
-			n.log.Info("the instances sharing the store have the same recipes in force", "instances", len(by))
-		}
-		if n.cfg.RecipesDiffer != nil {
-			n.cfg.RecipesDiffer(ctx, summary != "", summary)
+		mu.Lock()
+		cur := seen
+		mu.Unlock()
+		switch {
+		case cur == "":
+			since = time.Time{}
+			if told != "" {
+				n.log.Info("the instances sharing the store have the same recipes in force again")
+				n.tellRecipes(ctx, false, told)
+				told = ""
+			}
+		case since.IsZero():
+			since = time.Now()
+		case cur != told && time.Since(since) >= recipesSettle:
+			n.log.Warn("recipes differ between the instances sharing the store", "summary", cur, "for", time.Since(since).Round(time.Second))
+			n.tellRecipes(ctx, true, cur)
+			told = cur
 		}
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.es.WatchRecipes(ctx, judge)
-	}()
-	n.publishRecipes(ctx)
-	<-done
+}
+
+func (n *Node) tellRecipes(ctx context.Context, firing bool, summary string) {
+	if n.cfg.RecipesDiffer != nil {
+		n.cfg.RecipesDiffer(ctx, firing, summary)
+	}
 }
 
 // publishRecipes publishes the recipes in force each time they, or the

@@ -17,10 +17,11 @@ import (
 
 // TestIntegrationRecipesCompared: two instances on one real etcd publish
 // the recipes they have in force. The same recipes say nothing; a recipe
-// changed on one host fires the alert on both, naming the recipe, its
-// digests and the instances; a recipe only one has changes the summary;
-// when the instance that differs leaves (its lease revoked, its entry
-// gone), the other's alert clears.
+// changed on one host fires the alert on both once it has lasted
+// recipesSettle, naming the recipe, its digests and the instances; a
+// recipe only one has changes the summary; when the instance that differs
+// leaves (its lease revoked, its entry gone), the other's alert clears
+// with the summary it fired with.
 func TestIntegrationRecipesCompared(t *testing.T) {
 	c := etcdtest.Single(t)
 	ctx := context.Background()
@@ -59,8 +60,8 @@ func TestIntegrationRecipesCompared(t *testing.T) {
 			if got != want {
 				t.Fatalf("%s was told %q; want %q", who, got, want)
 			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s was told nothing within 20 s; want %q", who, want)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s was told nothing within 30 s; want %q", who, want)
 		}
 	}
 	a := start("ingot-a", map[string]string{"gpu": d1, "lab": d2})
@@ -72,8 +73,12 @@ func TestIntegrationRecipesCompared(t *testing.T) {
 	}
 
 	b.recipes.Store(&map[string]string{"gpu": d3, "lab": d2})
+	changed := time.Now()
 	differ := "true the instances' recipe folders differ in 1 recipe(s): gpu (111111111111 on ingot-a; 333333333333 on ingot-b)"
 	next(a, "a", differ)
+	if d := time.Since(changed); d < recipesSettle {
+		t.Errorf("a was told %s after b's folder changed; want it said once it has lasted %s (a deploy host after host differs for a moment)", d, recipesSettle)
+	}
 	next(b, "b", differ)
 
 	b.recipes.Store(&map[string]string{"gpu": d1, "lab": d2, "new": d3})
@@ -81,5 +86,5 @@ func TestIntegrationRecipesCompared(t *testing.T) {
 
 	b.stop()
 	<-b.done
-	next(a, "a", "false ")
+	next(a, "a", "false the instances' recipe folders differ in 1 recipe(s): new (333333333333 on ingot-b; absent on ingot-a)")
 }

@@ -7,32 +7,40 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 )
 
-// TestIntegrationSubmitWaitsForItsPage: a page whose own load event comes
-// late (an image answered after 1 s), reached by a script's redirect
-// nothing waits out, holds a form that is submitted after that load
-// event and answered 3 s later. Submit must return on the form's page,
+// TestIntegrationSubmitWaitsForItsPage: a page whose own load event is
+// held (an image answered only once the button is clicked), reached by a
+// script's redirect nothing waits out, holds a form that is submitted
+// after that load event and answered 2 s later. Submit must return on the form's page,
 // not on the load event of the page it left. Beside stress-ng the
 // dashboard test lost that race: the login page's own late load event
 // ended the re-login's Submit, the next Navigate took the job page's,
 // and Fill ran in a document not yet parsed ("no #cancel-reason").
 func TestIntegrationSubmitWaitsForItsPage(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
 	mux := http.NewServeMux()
 	mux.HandleFunc("/start", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprint(w, `<!doctype html><title>start</title><p>start</p>`)
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, _ *http.Request) {
-		// The button submits the form 1.5 s after the click; the page's
-		// own load event (its image) comes at 1 s, in between.
+		// The image holds the page's load event until the click releases
+		// it; the form is submitted 100 ms after that load event: the
+		// page being left fires its load while Submit waits.
 		fmt.Fprint(w, `<!doctype html><title>slow</title><form method="post" action="/done"><button type="button"
-onclick="var f=this.form;setTimeout(function(){f.submit()},1500)">go</button></form><img src="/img">`)
+onclick="var f=this.form;window.addEventListener('load',function(){setTimeout(function(){f.submit()},100)});fetch('/release')">go</button></form><img src="/img">`)
+	})
+	mux.HandleFunc("/release", func(w http.ResponseWriter, _ *http.Request) {
+		once.Do(func() { close(release) })
 	})
 	mux.HandleFunc("/img", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(time.Second):
+		case <-release:
+		case <-time.After(30 * time.Second):
 		case <-r.Context().Done():
 		}
 		w.Header().Set("Content-Type", "image/gif")
@@ -40,7 +48,7 @@ onclick="var f=this.form;setTimeout(function(){f.submit()},1500)">go</button></f
 	})
 	mux.HandleFunc("/done", func(w http.ResponseWriter, r *http.Request) {
 		select {
-		case <-time.After(3 * time.Second):
+		case <-time.After(2 * time.Second):
 		case <-r.Context().Done():
 		}
 		fmt.Fprint(w, `<!doctype html><title>done</title><p id="done">done</p>`)
