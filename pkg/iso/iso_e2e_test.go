@@ -84,8 +84,8 @@ func TestE2EBootCD(t *testing.T) {
 				// The banner comes before the kernel: show the console's
 				// start (SeaBIOS and isolinux), not its end. Seen once
 				// beside stress-ng, cause not yet known.
-				t.Errorf("isolinux's banner is not on the serial console; its first %d bytes (%q):\n%s",
-					min(len(c), 4000), c[:min(len(c), 4000)], c[:min(len(c), 4000)])
+				t.Errorf("isolinux's banner is not on the serial console; its first %d bytes: %q",
+					min(len(c), 4000), c[:min(len(c), 4000)])
 			}
 			t.Logf("%s: the kernel started from the CD %s after QEMU did", fw.name, time.Since(start).Round(time.Second))
 		})
