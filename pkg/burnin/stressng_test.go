@@ -1,9 +1,13 @@
 package burnin
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ingot-dev/ingot/pkg/recipe"
 )
 
 func TestParseStressNG(t *testing.T) {
@@ -101,6 +105,27 @@ func TestParseStressNGYAML(t *testing.T) {
 			checkErr(t, toolStressNG, err, tc.err)
 			if d := cmp.Diff(tc.want, got, approx()); d != "" {
 				t.Errorf("result (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+// stress-ng's memory workers take args.memory together, 75% of memory
+// without it; the load lasts the burn-in duration.
+func TestStressArgvMemory(t *testing.T) {
+	plan := Plan{BurnIn: recipe.BurnIn{Duration: recipe.Duration(90 * time.Second)}}
+	for name, tc := range map[string]struct {
+		args map[string]string
+		want string
+	}{
+		"default":   {nil, "--cpu 0 --vm 2 --vm-bytes 75% --timeout 90s --metrics-brief"},
+		"a size":    {map[string]string{"memory": "64M"}, "--cpu 0 --vm 2 --vm-bytes 64M --timeout 90s --metrics-brief"},
+		"a percent": {map[string]string{"memory": "25%"}, "--cpu 0 --vm 2 --vm-bytes 25% --timeout 90s --metrics-brief"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runs := stressArgv(recipe.Check{Name: "stress-ng", Args: tc.args}, plan)
+			if len(runs) != 1 || strings.Join(runs[0], " ") != tc.want {
+				t.Errorf("stressArgv = %q, want one run: %s", runs, tc.want)
 			}
 		})
 	}

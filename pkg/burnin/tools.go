@@ -61,8 +61,14 @@ func nvbwArgv(c recipe.Check, _ Plan) [][]string {
 	return [][]string{{"-t", nvbwTestcase(c)}}
 }
 
-func stressArgv(_ recipe.Check, p Plan) [][]string {
-	return [][]string{{"--cpu", "0", "--vm", "2", "--vm-bytes", "75%", "--timeout", seconds(p.BurnIn, 60) + "s", "--metrics-brief"}}
+// stressArgv loads every CPU and two memory workers that take args.memory
+// together (default 75% of memory, leaving the OS room).
+func stressArgv(c recipe.Check, p Plan) [][]string {
+	mem := c.Args["memory"]
+	if mem == "" {
+		mem = "75%"
+	}
+	return [][]string{{"--cpu", "0", "--vm", "2", "--vm-bytes", mem, "--timeout", seconds(p.BurnIn, 60) + "s", "--metrics-brief"}}
 }
 
 // fioArgv reads each data disk sequentially with direct I/O for the

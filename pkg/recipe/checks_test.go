@@ -74,22 +74,24 @@ func TestCheckLint(t *testing.T) {
 			"    - {name: nic-link, min: 400Gbps, count: 8}\n    - {name: disk-present, min: 2}\n    - {name: disk-health}\n", ""},
 		"all burn-in checks clean": {"    - {name: dcgm-diag, args: {level: '3'}}\n    - {name: gpu-burn, min: 50000Gflop/s}\n" +
 			"    - {name: nccl-allreduce, min: 350GB/s, args: {size: 8GiB}}\n    - {name: nvbandwidth, min: 20GiB/s, args: {testcase: device_to_device_memcpy_read_ce}}\n" +
-			"    - {name: stress-ng}\n    - {name: fio, min: 3GB/s}\n    - {name: iperf3, min: 90Gbps}\n" +
+			"    - {name: stress-ng, args: {memory: 64M}}\n    - {name: fio, min: 3GB/s}\n    - {name: iperf3, min: 90Gbps}\n" +
 			"    - {name: cuda-bandwidth, min: 20GB/s}\n    - {name: cuda-p2p, min: 20GB/s, args: {matrix: bidirectional}}\n" +
 			"    - {name: cublas-gemm, min: 5Tflop/s}\n    - {name: clpeak, min: 80Tflop/s, args: {test: compute-sp}}\n", ""},
-		"count on another check":   {"    - {name: gpu-count, min: 8, count: 8}\n", "gpu-count reads no count; remove count"},
-		"count without min":        {"    - {name: nic-link, count: 8}\n", "count says how many ports must be up at min: add min"},
-		"count of zero":            {"    - {name: nic-link, min: 400Gbps, count: 0}\n", "expected a port count of at least 1, found 0"},
-		"nvbandwidth latency":      {"    - {name: nvbandwidth, min: 1GB/s, args: {testcase: device_to_device_latency_sm}}\n", "a latency testcase measures no bandwidth"},
-		"cuda-p2p disabled matrix": {"    - {name: cuda-p2p, min: 1GB/s, args: {matrix: bidirectional-disabled}}\n", "expected unidirectional, unidirectional-read or bidirectional"},
-		"clpeak integer test":      {"    - {name: clpeak, min: 1Tflop/s, args: {test: compute-integer}}\n", "expected compute-sp, compute-dp or compute-hp"},
-		"min above max":            {"    - {name: memory-size, min: 4TiB, max: 2TiB}\n", "expected max >= min (4TiB), found 2TiB"},
-		"fractional count":         {"    - {name: gpu-count, min: 7.5}\n", "expected a whole number (a count), found 7.5"},
-		"gpu-model min alone":      {"    - {name: gpu-model, min: 4}\n", "gpu-model reads min only with args.model"},
-		"threshold-less check":     {"    - {name: dcgm-diag, min: 1}\n", "dcgm-diag reads no min or max; remove min"},
-		"tolerance range":          {"    - {name: memory-size, args: {tolerance: '150'}}\n", `expected a percentage from 0 to 100, e.g. 2, found "150"`},
-		"arg typo":                 {"    - {name: pcie-link, args: {widht: '16'}}\n", `(did you mean "width"?)`},
-		"empty name":               {"    - {name: ''}\n", "expected a check name such as gpu-count"},
+		"count on another check":    {"    - {name: gpu-count, min: 8, count: 8}\n", "gpu-count reads no count; remove count"},
+		"count without min":         {"    - {name: nic-link, count: 8}\n", "count says how many ports must be up at min: add min"},
+		"count of zero":             {"    - {name: nic-link, min: 400Gbps, count: 0}\n", "expected a port count of at least 1, found 0"},
+		"nvbandwidth latency":       {"    - {name: nvbandwidth, min: 1GB/s, args: {testcase: device_to_device_latency_sm}}\n", "a latency testcase measures no bandwidth"},
+		"cuda-p2p disabled matrix":  {"    - {name: cuda-p2p, min: 1GB/s, args: {matrix: bidirectional-disabled}}\n", "expected unidirectional, unidirectional-read or bidirectional"},
+		"clpeak integer test":       {"    - {name: clpeak, min: 1Tflop/s, args: {test: compute-integer}}\n", "expected compute-sp, compute-dp or compute-hp"},
+		"min above max":             {"    - {name: memory-size, min: 4TiB, max: 2TiB}\n", "expected max >= min (4TiB), found 2TiB"},
+		"fractional count":          {"    - {name: gpu-count, min: 7.5}\n", "expected a whole number (a count), found 7.5"},
+		"gpu-model min alone":       {"    - {name: gpu-model, min: 4}\n", "gpu-model reads min only with args.model"},
+		"threshold-less check":      {"    - {name: dcgm-diag, min: 1}\n", "dcgm-diag reads no min or max; remove min"},
+		"tolerance range":           {"    - {name: memory-size, args: {tolerance: '150'}}\n", `expected a percentage from 0 to 100, e.g. 2, found "150"`},
+		"stress-ng memory of 100%":  {"    - {name: stress-ng, args: {memory: 100%}}\n", "expected a percentage of memory from 1% to 99% (75%) or a size with K, M or G (64M, 8G)"},
+		"stress-ng memory unitless": {"    - {name: stress-ng, args: {memory: '64'}}\n", "expected a percentage of memory from 1% to 99%"},
+		"arg typo":                  {"    - {name: pcie-link, args: {widht: '16'}}\n", `(did you mean "width"?)`},
+		"empty name":                {"    - {name: ''}\n", "expected a check name such as gpu-count"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, diags := Parse("x.yaml", []byte(head+tc.checks))
