@@ -44,3 +44,30 @@ func readQueued(conn *net.UDPConn, buf []byte, deadline time.Time) (int, bool) {
 	})
 	return n, err == nil && rerr == nil
 }
+
+// refusedQueued reports whether a failed send is that same ICMP error with
+// the client's last packets still queued: the error comes from the next
+// send when no read took it first (a timeout resends a window after the
+// client's final ACK, and the resend's second packet fails). The sender
+// then stops sending and reads: the queued ACK ends the transfer. Nothing
+// queued means the client is gone, and the error stands.
+func refusedQueued(conn *net.UDPConn, err error) bool {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	rc, rerr := conn.SyscallConn()
+	if rerr != nil {
+		return false
+	}
+	// RawConn.Read refuses at once past the read deadline: lift it (the
+	// sender's next wait sets its own) for one peek that does not wait.
+	conn.SetReadDeadline(time.Time{})
+	var one [1]byte
+	var n int
+	var perr error
+	rerr = rc.Read(func(fd uintptr) bool {
+		n, _, perr = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	})
+	return rerr == nil && perr == nil && n > 0
+}

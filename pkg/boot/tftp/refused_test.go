@@ -61,3 +61,33 @@ func TestReadQueuedBeforeRefused(t *testing.T) {
 		t.Errorf("read after the ACK: %v, want a timeout (nothing queued, the error reported once)", err)
 	}
 }
+
+// TestWriteRefusedQueued: the ICMP error can also come from a send (a
+// timeout resent the last window after the client's final ACK: the
+// window's second packet failed, seen beside stress-ng as TestWindowed's
+// transfers{error} = 1, "sending block 4452: write: connection refused").
+// refusedQueued says the client's ACK is still queued, without taking it;
+// once it is read, the same error with nothing queued stands.
+func TestWriteRefusedQueued(t *testing.T) {
+	conn := refusedAfterACK(t)
+	_, err := conn.Write([]byte{0, opDATA, 0, 69})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("Write: %v, want ECONNREFUSED (the case refusedQueued exists for)", err)
+	}
+	if !refusedQueued(conn, err) {
+		t.Fatal("refusedQueued: false, want true (the client's ACK is queued)")
+	}
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(time.Second)
+	conn.SetReadDeadline(deadline)
+	n, err := read(conn, buf, deadline)
+	if err != nil || parseReply(buf[:n]).block != 69 {
+		t.Fatalf("read after refusedQueued: %q, %v; want the ACK of 69 still there", buf[:n], err)
+	}
+	if refusedQueued(conn, err) || refusedQueued(conn, syscall.ECONNREFUSED) {
+		t.Error("refusedQueued with nothing queued: true, want false (the client is gone)")
+	}
+	if refusedQueued(conn, errors.New("other")) {
+		t.Error("refusedQueued of another error: true")
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +29,16 @@ func startServer(t *testing.T, dir string, mod func(*Config)) (string, *Server) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Addr: "127.0.0.1:0", Files: files, Registerer: prometheus.NewRegistry(), Timeout: time.Second, Retries: 2}
+	// The server's warnings (a failed transfer says why) are shown when
+	// the test fails.
+	var logBuf lockedLog
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log (warnings):\n%s", logBuf.String())
+		}
+	})
+	cfg := Config{Addr: "127.0.0.1:0", Files: files, Registerer: prometheus.NewRegistry(), Timeout: time.Second, Retries: 2,
+		Logger: slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -248,4 +259,22 @@ func waitCounter(t *testing.T, c prometheus.Metric, want float64) {
 	for i := 0; i < 100 && counter(c) != want; i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// lockedLog is a log buffer the server's goroutines share.
+type lockedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -122,7 +122,7 @@ func (x *sender) exchange(pkt []byte, block uint16) error {
 		waits = x.first
 	}
 	for _, w := range waits {
-		if _, err := x.conn.Write(pkt); err != nil {
+		if _, err := x.conn.Write(pkt); err != nil && !refusedQueued(x.conn, err) {
 			return fmt.Errorf("sending block %d: %w", block, err)
 		}
 		ok, err := x.await(block, time.Now().Add(w))

@@ -91,6 +91,9 @@ func (w *windows) round() (int, error) {
 	for i := 0; i < len(w.x.rest); {
 		for _, b := range w.out {
 			if _, err := w.x.conn.Write(b); err != nil {
+				if refusedQueued(w.x.conn, err) {
+					break // the client closed after its last packets: read them
+				}
 				return 0, fmt.Errorf("sending block %d: %w", binary.BigEndian.Uint16(b[2:]), err)
 			}
 		}
