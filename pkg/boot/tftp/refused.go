@@ -28,21 +28,8 @@ func read(conn *net.UDPConn, buf []byte, deadline time.Time) (int, error) {
 // readQueued reads one datagram already queued on conn without waiting
 // for one, and puts back the read deadline.
 func readQueued(conn *net.UDPConn, buf []byte, deadline time.Time) (int, bool) {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	// RawConn.Read refuses at once past the deadline: lift it for the one
-	// non-blocking receive.
-	conn.SetReadDeadline(time.Time{})
 	defer conn.SetReadDeadline(deadline)
-	var n int
-	var rerr error
-	err = rc.Read(func(fd uintptr) bool {
-		n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
-		return true // never wait: EAGAIN means nothing is queued
-	})
-	return n, err == nil && rerr == nil
+	return recvNow(conn, buf, 0)
 }
 
 // refusedQueued reports whether a failed send is that same ICMP error with
@@ -50,24 +37,31 @@ func readQueued(conn *net.UDPConn, buf []byte, deadline time.Time) (int, bool) {
 // send when no read took it first (a timeout resends a window after the
 // client's final ACK, and the resend's second packet fails). The sender
 // then stops sending and reads: the queued ACK ends the transfer. Nothing
-// queued means the client is gone, and the error stands.
+// queued means the client is gone, and the error stands. The peek leaves
+// the read deadline lifted: the sender's next wait sets its own.
 func refusedQueued(conn *net.UDPConn, err error) bool {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return false
 	}
-	rc, rerr := conn.SyscallConn()
-	if rerr != nil {
-		return false
-	}
-	// RawConn.Read refuses at once past the read deadline: lift it (the
-	// sender's next wait sets its own) for one peek that does not wait.
-	conn.SetReadDeadline(time.Time{})
 	var one [1]byte
+	n, ok := recvNow(conn, one[:], syscall.MSG_PEEK)
+	return ok && n > 0
+}
+
+// recvNow receives from conn with flags and never waits (EAGAIN: nothing
+// queued, not ok). RawConn.Read refuses at once past the read deadline, so
+// the deadline is lifted; the caller sets the one it wants after.
+func recvNow(conn *net.UDPConn, buf []byte, flags int) (int, bool) {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	conn.SetReadDeadline(time.Time{})
 	var n int
-	var perr error
-	rerr = rc.Read(func(fd uintptr) bool {
-		n, _, perr = syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, rerr = syscall.Recvfrom(int(fd), buf, flags|syscall.MSG_DONTWAIT)
 		return true
 	})
-	return rerr == nil && perr == nil && n > 0
+	return n, err == nil && rerr == nil
 }
