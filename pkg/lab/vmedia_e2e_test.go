@@ -53,8 +53,11 @@ func TestE2ELabVirtualMedia(t *testing.T) {
 			t.Errorf("%s: bmc.log shows no power-on booting the virtual CD", step)
 		}
 		banner := "ingot: booting the agent of job " + res[0].Job.ID + " for " + vm.Name + " from virtual media"
-		if !strings.Contains(console(vm), banner) {
-			t.Errorf("%s: the console lacks isolinux's %q", step, banner)
+		if c := console(vm); !strings.Contains(c, banner) {
+			// Show what the console has where the banner should be,
+			// quoted: seen once without stress-ng, cause not yet known
+			// (is it cut short, or missing?).
+			t.Errorf("%s: the console lacks isolinux's %q; around its start: %q", step, banner, near(c, "ingot: booting the agent of job "+res[0].Job.ID))
 		}
 		evs, err := l.Events(ctx, vm.Name)
 		if err != nil {
@@ -135,3 +138,16 @@ func console(vm lab.VM) string {
 }
 
 var ansiEscape = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
+
+// near returns up to 300 bytes of c from the last place it has prefix,
+// or the 300 bytes before the last kernel's first line when it has none.
+func near(c, prefix string) string {
+	if i := strings.LastIndex(c, prefix); i >= 0 {
+		return c[i:min(len(c), i+300)]
+	}
+	i := strings.LastIndex(c, "Linux version")
+	if i < 0 {
+		i = len(c)
+	}
+	return c[max(0, i-300):i]
+}
