@@ -139,15 +139,27 @@ func console(vm lab.VM) string {
 
 var ansiEscape = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
-// near returns up to 300 bytes of c from the last place it has prefix,
-// or the 300 bytes before the last kernel's first line when it has none.
+// near returns up to 300 bytes of c from the last place it has prefix
+// or, when it has none, the 300 bytes after each of the console's last two
+// firmware banners (the CD boot and the disk boot after it): whether the
+// firmware booted the CD at all, or fell through to the network.
 func near(c, prefix string) string {
 	if i := strings.LastIndex(c, prefix); i >= 0 {
 		return c[i:min(len(c), i+300)]
 	}
-	i := strings.LastIndex(c, "Linux version")
-	if i < 0 {
-		i = len(c)
+	var at []int
+	for i := 0; ; {
+		j := strings.Index(c[i:], "SeaBIOS (version")
+		if j < 0 {
+			break
+		}
+		at = append(at, i+j)
+		i += j + 1
 	}
-	return c[max(0, i-300):i]
+	var b strings.Builder
+	for _, i := range at[max(0, len(at)-2):] {
+		b.WriteString(c[i:min(len(c), i+300)])
+		b.WriteString(" [...] ")
+	}
+	return b.String()
 }
