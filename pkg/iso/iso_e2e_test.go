@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/ingot-dev/ingot/pkg/initramfs"
 	"github.com/ingot-dev/ingot/pkg/iso"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/termtext"
 )
 
 // The CD boots the kernel with its command line on real firmware: SeaBIOS
@@ -86,8 +86,8 @@ func TestE2EBootCD(t *testing.T) {
 			// isolinux's write and its cursor move puts cursor moves
 			// inside the text ("ingo\x1b[05;04H\x1b[05;05Ht: iso test
 			// CD", seen once in 30 boots here). Read it as a terminal
-			// shows it: without its escape sequences.
-			if fw.banner && !strings.Contains(terminalText(c), "ingot: iso test CD") {
+			// shows it.
+			if fw.banner && !strings.Contains(termtext.Lines(c), "ingot: iso test CD") {
 				// The banner comes before the kernel: show the console's
 				// start (SeaBIOS and isolinux), not its end.
 				t.Errorf("isolinux's banner is not on the serial console; its first %d bytes: %q",
@@ -104,10 +104,3 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
-
-// csi matches the terminal escapes SeaBIOS's serial console writes: CSI
-// sequences (cursor moves, colours, modes) and ESC c.
-var csi = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
-
-// terminalText is the console without its escape sequences.
-func terminalText(b []byte) string { return csi.ReplaceAllString(string(b), "") }

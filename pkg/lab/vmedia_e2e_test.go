@@ -14,6 +14,7 @@ import (
 
 	"github.com/ingot-dev/ingot/pkg/lab"
 	"github.com/ingot-dev/ingot/pkg/netns/netnstest"
+	"github.com/ingot-dev/ingot/pkg/termtext"
 )
 
 // Virtual media where PXE is impossible: under the lab-vmedia recipe
@@ -134,10 +135,8 @@ func TestE2ELabVirtualMedia(t *testing.T) {
 // sequences (SeaBIOS mirrors the screen with cursor moves).
 func console(vm lab.VM) string {
 	b, _ := os.ReadFile(vm.Console)
-	return ansiEscape.ReplaceAllString(string(b), "")
+	return termtext.Lines(b)
 }
-
-var ansiEscape = regexp.MustCompile(`\x1b(\[[0-9;?]*[A-Za-z]|c)`)
 
 // near returns up to 300 bytes of c from the last place it has prefix
 // or, when it has none, the 300 bytes after each of the console's last two
