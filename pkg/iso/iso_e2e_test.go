@@ -82,7 +82,7 @@ func TestE2EBootCD(t *testing.T) {
 				t.Fatalf("the kernel did not start with the CD's command line:\n%s", tail(c))
 			}
 			// SeaBIOS carries isolinux's screen text to the serial port as
-			// a terminal stream: a timer-driven flush that lands between
+			// a terminal stream: a flush of its own that lands between
 			// isolinux's write and its cursor move puts cursor moves
 			// inside the text ("ingo\x1b[05;04H\x1b[05;05Ht: iso test
 			// CD", seen once in 30 boots here). Read it as a terminal

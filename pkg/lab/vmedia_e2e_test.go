@@ -56,8 +56,8 @@ func TestE2ELabVirtualMedia(t *testing.T) {
 		banner := "ingot: booting the agent of job " + res[0].Job.ID + " for " + vm.Name + " from virtual media"
 		if c := console(vm); !strings.Contains(c, banner) {
 			// Show what the console has where the banner should be,
-			// quoted: seen once without stress-ng, cause not yet known
-			// (is it cut short, or missing?).
+			// quoted: it failed once without stress-ng, before the
+			// console was rendered (see termtext).
 			t.Errorf("%s: the console lacks isolinux's %q; around its start: %q", step, banner, near(c, "ingot: booting the agent of job "+res[0].Job.ID))
 		}
 		evs, err := l.Events(ctx, vm.Name)
@@ -131,8 +131,8 @@ func TestE2ELabVirtualMedia(t *testing.T) {
 		took["provision"].Round(time.Second), took["reimage"].Round(time.Second))
 }
 
-// console is a VM's serial console without the terminal's escape
-// sequences (SeaBIOS mirrors the screen with cursor moves).
+// console is a VM's serial console as a terminal shows it (SeaBIOS
+// mirrors the screen with cursor moves and carriage returns).
 func console(vm lab.VM) string {
 	b, _ := os.ReadFile(vm.Console)
 	return termtext.Lines(b)
@@ -146,19 +146,14 @@ func near(c, prefix string) string {
 	if i := strings.LastIndex(c, prefix); i >= 0 {
 		return c[i:min(len(c), i+300)]
 	}
-	var at []int
-	for i := 0; ; {
-		j := strings.Index(c[i:], "SeaBIOS (version")
-		if j < 0 {
+	var parts []string
+	for end := len(c); len(parts) < 2; {
+		i := strings.LastIndex(c[:end], "SeaBIOS (version")
+		if i < 0 {
 			break
 		}
-		at = append(at, i+j)
-		i += j + 1
+		parts = append([]string{c[i:min(len(c), i+300)]}, parts...)
+		end = i
 	}
-	var b strings.Builder
-	for _, i := range at[max(0, len(at)-2):] {
-		b.WriteString(c[i:min(len(c), i+300)])
-		b.WriteString(" [...] ")
-	}
-	return b.String()
+	return strings.Join(parts, " [...] ")
 }

@@ -8,7 +8,10 @@
 // search the rendered lines, not the bytes.
 package termtext
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Lines renders b line by line: printable bytes overwrite the current line
 // at the cursor's column, '\r' returns to column 0, '\n' starts a new
@@ -65,23 +68,17 @@ func escape(b []byte, i int, col *int) int {
 		return len(b) - 1
 	}
 	if b[j] == 'H' || b[j] == 'f' {
-		params := strings.Split(string(b[i+2:j]), ";")
 		c := 1
-		if len(params) == 2 && params[1] != "" {
-			c = atoi(params[1])
+		if _, s, ok := strings.Cut(string(b[i+2:j]), ";"); ok {
+			if n, err := strconv.Atoi(s); err == nil {
+				c = min(n, maxCol)
+			}
 		}
 		*col = max(0, c-1)
 	}
 	return j
 }
 
-func atoi(s string) int {
-	n := 0
-	for _, r := range s {
-		if n > 1000 {
-			break
-		}
-		n = n*10 + int(r-'0')
-	}
-	return n
-}
+// maxCol bounds a cursor move's column: a damaged log cannot make a line
+// longer than this.
+const maxCol = 1000
