@@ -2,6 +2,7 @@ package burnin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -59,16 +60,38 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 		case <-time.After(every):
 		}
 	}
+	d := capped(p.BurnIn, time.Minute).Duration.D()
 	secs := seconds(capped(p.BurnIn, time.Minute), 60)
 	c = r.gpuDirect(c, p)
 	argv := t.serve(c, secs)
 	if peer.Role == "client" {
 		argv = t.connect(c, secs, peer.Address)
 	}
-	r.logf("burn-in %s: %s with %s", c.Name, peer.Role, peer.Address)
-	out, err := r.runRetrying(ctx, path, argv, peer.Role == "client", every)
-	ev := Evidence(c, out)
 	with := fmt.Sprintf("as %s with %s", peer.Role, peer.Address)
+	r.logf("burn-in %s: %s with %s", c.Name, peer.Role, peer.Address)
+	run := func() (api.Evidence, error) {
+		out, err := r.runRetrying(ctx, path, argv, peer.Role == "client", every, r.limit(d))
+		return Evidence(c, out), err
+	}
+	ev, err := run()
+	if again(ctx, ev, err) {
+		// A fabric test needs both nodes and the link between them at once,
+		// so a stall of either ends both runs: iperf 3.12's server gives up
+		// 40 s past the test's duration when its client stops sending
+		// ("select failed: Bad file descriptor"), and the client then reads
+		// "Broken pipe" (testdata/iperf3/*_peer_*.json). Both ends see the
+		// failure and run once more, the server listening again at once and
+		// the client retrying until it does; a second failure is the check's.
+		first := ev.NotRun
+		r.logf("burn-in %s: could not finish %s (%s); running it once more, as the partner does", c.Name, with, first)
+		ev, err = run()
+		for i := range ev.Values {
+			ev.Values[i].Subject += ", second run (the first could not finish: " + first + ")"
+		}
+		if ev.NotRun != "" {
+			ev.NotRun += "; the first run too: " + first
+		}
+	}
 	for i := range ev.Values {
 		ev.Values[i].Subject += ", " + with
 	}
@@ -81,25 +104,63 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 	return ev, nil
 }
 
-// runRetrying runs argv; a client retries while its server is not yet
-// listening (up to 10 tries): the partner learns it is the server on its
-// next poll, seconds after the client learned its role. A failed exit or
-// a refused connection in the output both count: iperf3 3.12 with -J
-// exits 0 when it cannot connect (seen on Debian 12), saying so only in
-// its JSON's "error".
-func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, retry bool, every time.Duration) ([]byte, error) {
+// again reports whether a fabric run is worth one more try: the tool ran
+// and said it could not finish. Not when its partner never listened (the
+// client already retried), when the run was killed past its limit (nobody
+// connected), or when the burn-in's deadline passed.
+func again(ctx context.Context, ev api.Evidence, err error) bool {
+	return ev.NotRun != "" && ctx.Err() == nil && !errors.Is(err, errHung) && !errors.Is(err, errRefused)
+}
+
+// limit is how long one run of a tool meant to last d may take.
+func (r *Runner) limit(d time.Duration) time.Duration {
+	if r.RunLimit != nil {
+		return r.RunLimit(d)
+	}
+	return runLimit(d)
+}
+
+// errRefused marks a client run whose server never accepted it.
+var errRefused = errors.New("the partner did not accept the connection")
+
+// runRetrying runs argv, each run killed past limit (a server whose
+// client never comes, a run that hangs); a client retries while its server
+// is not yet listening (up to 10 tries): the partner learns it is the
+// server on its next poll, seconds after the client learned its role. A
+// failed exit or a refused connection in the output both count: iperf3
+// 3.12 with -J exits 0 when it cannot connect (seen on Debian 12), saying
+// so only in its JSON's "error".
+func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, retry bool, every, limit time.Duration) ([]byte, error) {
 	var out []byte
 	var err error
 	for i := 0; i < 10; i++ {
-		out, err = r.exec()(ctx, path, argv...)
-		if (err == nil && !notListening(out)) || !retry || ctx.Err() != nil {
+		out, err = r.runLimited(ctx, path, argv, limit)
+		refused := notListening(out)
+		if (err == nil && !refused) || !retry || ctx.Err() != nil || errors.Is(err, errHung) {
 			return out, err
+		}
+		if i == 9 {
+			break
 		}
 		select {
 		case <-ctx.Done():
 			return out, ctx.Err()
 		case <-time.After(every):
 		}
+	}
+	if notListening(out) {
+		return out, errors.Join(errRefused, err)
+	}
+	return out, err
+}
+
+// runLimited runs argv once, killed past limit.
+func (r *Runner) runLimited(ctx context.Context, path string, argv []string, limit time.Duration) ([]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	out, err := r.exec()(rctx, path, argv...)
+	if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+		return out, fmt.Errorf("%w: %s %s did not finish within %s and was killed", errHung, path, strings.Join(argv, " "), limit)
 	}
 	return out, err
 }

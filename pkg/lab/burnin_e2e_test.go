@@ -47,6 +47,12 @@ func TestE2ELabBurnIn(t *testing.T) {
 				b, _ := os.ReadFile(vm.Console)
 				t.Logf("--- console of %s (tail)\n%s", vm.Name, tail(b, 5000))
 			}
+			// Last, where a cut log still shows them: both ends of each
+			// two-node test, whose failure is often the other node's.
+			for _, vm := range l.State.VMs {
+				b, _ := os.ReadFile(vm.Console)
+				t.Logf("--- burn-in lines of %s\n%s", vm.Name, tail([]byte(linesWith(b, "burn-in")), 3000))
+			}
 		}
 		l.Down()
 	})
@@ -198,4 +204,15 @@ func fileSHA256(t *testing.T, path string) [32]byte {
 	var sum [32]byte
 	copy(sum[:], h.Sum(nil))
 	return sum
+}
+
+// linesWith returns the lines of b that contain sub.
+func linesWith(b []byte, sub string) string {
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimRight(line, "\r"))
+		}
+	}
+	return strings.Join(out, "\n")
 }
