@@ -79,11 +79,13 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 		// so a stall of either ends both runs: iperf 3.12's server gives up
 		// 40 s past the test's duration when its client stops sending
 		// ("select failed: Bad file descriptor"), and the client then reads
-		// "Broken pipe" (testdata/iperf3/*_peer_*.json). Both ends see the
-		// failure and run once more, the server listening again at once and
-		// the client retrying until it does; a second failure is the check's.
+		// "Broken pipe" (testdata/iperf3/*_peer_*.json). Each end that saw
+		// the failure runs once more: the server listens again at once, and
+		// the client retries until it does (10 tries, PairEvery apart). An
+		// end that runs again alone is bounded: a server by its limit, a
+		// client by its tries. A second failure is the check's.
 		first := ev.NotRun
-		r.logf("burn-in %s: could not finish %s (%s); running it once more, as the partner does", c.Name, with, first)
+		r.logf("burn-in %s: could not finish %s (%s); running it once more", c.Name, with, first)
 		ev, err = run()
 		for i := range ev.Values {
 			ev.Values[i].Subject += ", second run (the first could not finish: " + first + ")"
@@ -106,8 +108,9 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 
 // again reports whether a fabric run is worth one more try: the tool ran
 // and said it could not finish. Not when its partner never listened (the
-// client already retried), when the run was killed past its limit (nobody
-// connected), or when the burn-in's deadline passed.
+// client already retried), when the run was killed past its limit (no
+// partner connected, or the run hung), or when the burn-in's deadline
+// passed.
 func again(ctx context.Context, ev api.Evidence, err error) bool {
 	return ev.NotRun != "" && ctx.Err() == nil && !errors.Is(err, errHung) && !errors.Is(err, errRefused)
 }
@@ -126,17 +129,17 @@ var errRefused = errors.New("the partner did not accept the connection")
 // runRetrying runs argv, each run killed past limit (a server whose
 // client never comes, a run that hangs); a client retries while its server
 // is not yet listening (up to 10 tries): the partner learns it is the
-// server on its next poll, seconds after the client learned its role. A
-// failed exit or a refused connection in the output both count: iperf3
-// 3.12 with -J exits 0 when it cannot connect (seen on Debian 12), saying
-// so only in its JSON's "error".
+// server on its next poll, seconds after the client learned its role.
+// Refused is read from the output, whatever the exit: iperf3 3.12 with -J
+// exits 0 when it cannot connect (seen on Debian 12), saying so only in
+// its JSON's "error". Any other failure returns at once, for fabric's one
+// more run to report.
 func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, retry bool, every, limit time.Duration) ([]byte, error) {
 	var out []byte
 	var err error
 	for i := 0; i < 10; i++ {
 		out, err = r.runLimited(ctx, path, argv, limit)
-		refused := notListening(out)
-		if (err == nil && !refused) || !retry || ctx.Err() != nil || errors.Is(err, errHung) {
+		if !notListening(out) || !retry || ctx.Err() != nil || errors.Is(err, errHung) {
 			return out, err
 		}
 		if i == 9 {
@@ -148,10 +151,10 @@ func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, re
 		case <-time.After(every):
 		}
 	}
-	if notListening(out) {
-		return out, errors.Join(errRefused, err)
+	if err != nil {
+		return out, fmt.Errorf("%w: %v", errRefused, err)
 	}
-	return out, err
+	return out, errRefused
 }
 
 // runLimited runs argv once, killed past limit.
@@ -160,7 +163,7 @@ func (r *Runner) runLimited(ctx context.Context, path string, argv []string, lim
 	defer cancel()
 	out, err := r.exec()(rctx, path, argv...)
 	if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return out, fmt.Errorf("%w: %s %s did not finish within %s and was killed", errHung, path, strings.Join(argv, " "), limit)
+		return out, fmt.Errorf("killed after %s: no partner connected within it, or the run hung (%w)", limit, errHung)
 	}
 	return out, err
 }

@@ -256,10 +256,7 @@ func (r *Runner) run(ctx context.Context, t tool, p Plan, path string, argv []st
 		return r.exec()(ctx, path, argv...)
 	}
 	d := t.lasts(p)
-	limit := runLimit(d)
-	if r.RunLimit != nil {
-		limit = r.RunLimit(d)
-	}
+	limit := r.limit(d)
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	out, err := r.exec()(rctx, path, argv...)

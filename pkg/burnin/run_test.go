@@ -233,26 +233,28 @@ func TestRunnerFabric(t *testing.T) {
 // A fabric run that could not finish is run once more by both ends: a
 // stall of either node (here the client's, past iperf 3.12's 40 s grace:
 // real outputs in testdata/iperf3/*_peer_*.json) ends both runs. A second
-// failure fails the check; a server nobody connected to, or a client never
-// accepted, is not run again.
+// failure is the check's (not run: a required check fails the job); a
+// server nobody connected to, or a client never accepted, is not run again.
 func TestRunnerFabricAgain(t *testing.T) {
 	const hang = "hang" // the run blocks until killed
 	cases := map[string]struct {
 		role string
 		outs []string // what each run prints, in turn (the last repeats)
 		runs int
-		want string // "ok: TEXT" or "fail: TEXT", TEXT in the detail
+		want string // "ok: TEXT" or "not run: TEXT", TEXT in the detail
 	}{
 		"server: its client stalled, both run again": {role: "server", outs: []string{"iperf3/server_peer_stalled.json", "iperf3/pass.json"}, runs: 2,
 			want: "ok: second run (the first could not finish: iperf3: line 1940: error - select failed: Bad file descriptor"},
 		"client: its server gave up, both run again": {role: "client", outs: []string{"iperf3/client_peer_closed.json", "iperf3/pass.json"}, runs: 2,
 			want: "ok: second run (the first could not finish: iperf3: line 69: unable to write to stream socket: Broken pipe"},
-		"twice: the check fails naming both": {role: "server", outs: []string{"iperf3/server_peer_stalled.json", "iperf3/fail.json"}, runs: 2,
-			want: "fail: ; the first run too: iperf3: line 1940: error - select failed"},
+		"client: a failed exit is run once more, not retried as refused": {role: "client", outs: []string{"exit 1: iperf3/client_peer_closed.json", "iperf3/pass.json"},
+			runs: 2, want: "ok: second run (the first could not finish: iperf3: line 69: unable to write to stream socket: Broken pipe"},
+		"twice: not run, naming both": {role: "server", outs: []string{"iperf3/server_peer_stalled.json"}, runs: 2,
+			want: "not run: select failed: Bad file descriptor: the tool reported that the test could not run; the first run too: iperf3: line 1940"},
 		"server: nobody connected, killed, not run again": {role: "server", outs: []string{hang}, runs: 1,
-			want: "fail: did not finish within 50ms and was killed"},
+			want: "not run: killed after 50ms: no partner connected within it, or the run hung"},
 		"client: never accepted, not run again": {role: "client", outs: []string{"iperf3/refused_exit0.json"}, runs: 10,
-			want: "fail: the partner did not accept the connection"},
+			want: "not run: the partner did not accept the connection"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -273,13 +275,17 @@ func TestRunnerFabricAgain(t *testing.T) {
 						<-ctx.Done()
 						return nil, ctx.Err()
 					}
+					if file, ok := strings.CutPrefix(out, "exit 1: "); ok {
+						b, _ := os.ReadFile(filepath.Join("testdata", file))
+						return b, errors.New("exit status 1")
+					}
 					return os.ReadFile(filepath.Join("testdata", out))
 				}}
 			p := Plan{BurnIn: recipe.BurnIn{Duration: recipe.Duration(10 * time.Second)},
 				Checks: []recipe.Check{{Name: "iperf3", Min: mustQ(t, "1Gbps")}}}
 			res := r.Run(context.Background(), p)[0]
 			kind, text, _ := strings.Cut(c.want, ": ")
-			if res.OK != (kind == "ok") || !strings.Contains(res.Detail, text) || ran != c.runs {
+			if res.OK != (kind == "ok") || res.Skipped != (kind == "not run") || !strings.Contains(res.Detail, text) || ran != c.runs {
 				t.Errorf("%+v after %d runs, want %s saying %q after %d", res, ran, kind, text, c.runs)
 			}
 		})
