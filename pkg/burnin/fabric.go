@@ -60,8 +60,8 @@ func (r *Runner) fabric(ctx context.Context, c recipe.Check, p Plan, t tool, pat
 		case <-time.After(every):
 		}
 	}
-	d := capped(p.BurnIn, time.Minute).Duration.D()
-	secs := seconds(capped(p.BurnIn, time.Minute), 60)
+	b := capped(p.BurnIn, time.Minute)
+	d, secs := b.Duration.D(), seconds(b, 60)
 	c = r.gpuDirect(c, p)
 	argv := t.serve(c, secs)
 	if peer.Role == "client" {
@@ -139,7 +139,10 @@ func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, re
 	var err error
 	for i := 0; i < 10; i++ {
 		out, err = r.runLimited(ctx, path, argv, limit)
-		if !notListening(out) || !retry || ctx.Err() != nil || errors.Is(err, errHung) {
+		if errors.Is(err, errHung) {
+			return out, fmt.Errorf("killed after %s: no partner connected within it, or the run hung (%w)", limit, errHung)
+		}
+		if !notListening(out) || !retry || ctx.Err() != nil {
 			return out, err
 		}
 		if i == 9 {
@@ -155,17 +158,6 @@ func (r *Runner) runRetrying(ctx context.Context, path string, argv []string, re
 		return out, fmt.Errorf("%w: %v", errRefused, err)
 	}
 	return out, errRefused
-}
-
-// runLimited runs argv once, killed past limit.
-func (r *Runner) runLimited(ctx context.Context, path string, argv []string, limit time.Duration) ([]byte, error) {
-	rctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	out, err := r.exec()(rctx, path, argv...)
-	if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return out, fmt.Errorf("killed after %s: no partner connected within it, or the run hung (%w)", limit, errHung)
-	}
-	return out, err
 }
 
 // notListening reports whether a fabric tool's client output says its

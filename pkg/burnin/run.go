@@ -257,11 +257,21 @@ func (r *Runner) run(ctx context.Context, t tool, p Plan, path string, argv []st
 	}
 	d := t.lasts(p)
 	limit := r.limit(d)
+	out, err := r.runLimited(ctx, path, argv, limit)
+	if errors.Is(err, errHung) {
+		return out, fmt.Errorf("%w: %s %s did not finish within %s (it runs for %s) and was killed", errHung, t.bin, strings.Join(argv, " "), limit, d)
+	}
+	return out, err
+}
+
+// runLimited runs argv once; past limit it is killed and returns errHung
+// (the caller says what the limit was for).
+func (r *Runner) runLimited(ctx context.Context, path string, argv []string, limit time.Duration) ([]byte, error) {
 	rctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	out, err := r.exec()(rctx, path, argv...)
 	if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
-		return out, fmt.Errorf("%w: %s %s did not finish within %s (it runs for %s) and was killed", errHung, t.bin, strings.Join(argv, " "), limit, d)
+		return out, errHung
 	}
 	return out, err
 }
